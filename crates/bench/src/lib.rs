@@ -1,0 +1,16 @@
+//! Benchmark suites for netsift, each measured against a baseline in the same run.
+//!
+//! The baseline is libpcap, loaded at run time with `dlopen` ([`libpcap::Libpcap::load`]) so that
+//! netsift itself never links it: `netsift bench` says so when libpcap is missing instead of
+//! failing to start. The same workloads feed the criterion benchmarks in `benches/`.
+//!
+//! - [`workload`]: the packets (a reproducible mix shaped like a campus gateway trace, cut to a
+//!   snap length of 96 bytes like the Swift paper's 75-byte trace plus room for IPv6) and the
+//!   filters (the BPF issue's list, including the Swift paper's Table 5 filter 6).
+//! - [`suite`]: the `netsift bench` suites, printing one table of ratios per suite.
+
+#![deny(missing_docs)]
+
+pub mod libpcap;
+pub mod suite;
+pub mod workload;

@@ -1,0 +1,183 @@
+//! `netsift filter`: run a filter over a capture file.
+//!
+//! Without `--verdicts` it prints one summary line per accepted packet (like `tcpdump -r`);
+//! with `--verdicts` exactly one line `INDEX RESULT` per packet read (INDEX from 0, RESULT the
+//! filter's return value, 0 = rejected) and nothing else on stdout. `-w OUT` writes the accepted
+//! packets, each truncated to the snap length the filter returned, as pcap (or pcapng when OUT
+//! ends in `.pcapng`). `-c N` stops after N accepted packets, as tcpdump's `-c` does.
+//!
+//! A capture that turns out to be truncated or corrupt is processed up to the last good packet;
+//! then the error is reported and the exit status is 1.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use netsift::bpf::Filter;
+use netsift::capture::{CaptureReader, LinkType, PacketRef, PcapWriter, PcapngWriter, Precision};
+
+use crate::{output, program};
+
+/// Flags of `netsift filter`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The capture file to read (pcap or pcapng).
+    #[arg(short = 'r', value_name = "FILE")]
+    read: PathBuf,
+    /// Write the accepted packets to OUT (pcap; pcapng if OUT ends in .pcapng).
+    #[arg(short = 'w', value_name = "OUT")]
+    write: Option<PathBuf>,
+    /// A classic BPF program in tcpdump -ddd, -dd or -d format (default: accept everything).
+    #[arg(long, value_name = "PROG")]
+    program: Option<PathBuf>,
+    /// Print one line `INDEX RESULT` per packet instead of packet summaries.
+    #[arg(long)]
+    verdicts: bool,
+    /// Stop after N accepted packets.
+    #[arg(short = 'c', value_name = "N")]
+    count: Option<u64>,
+    /// A filter expression (tcpdump syntax).
+    #[arg(value_name = "EXPR", trailing_var_arg = true)]
+    expr: Vec<String>,
+}
+
+/// Where accepted packets are written.
+enum Sink {
+    Pcap(PcapWriter<BufWriter<File>>, LinkType),
+    Pcapng(PcapngWriter<BufWriter<File>>),
+}
+
+impl Sink {
+    fn create(
+        path: &Path,
+        link_type: LinkType,
+        snaplen: u32,
+        precision: Precision,
+    ) -> Result<Sink> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let w = BufWriter::new(file);
+        let is_ng = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"));
+        Ok(if is_ng {
+            Sink::Pcapng(PcapngWriter::new(w)?)
+        } else {
+            Sink::Pcap(
+                PcapWriter::new(w, link_type, snaplen, precision)?,
+                link_type,
+            )
+        })
+    }
+
+    fn write(&mut self, p: &PacketRef<'_>) -> Result<()> {
+        match self {
+            Sink::Pcap(w, lt) => {
+                if p.link_type != *lt {
+                    bail!(
+                        "cannot write a packet of link type {} into a pcap file of link type {}; \
+                         write a .pcapng file instead",
+                        p.link_type,
+                        lt
+                    );
+                }
+                w.write_packet(p)?;
+            }
+            Sink::Pcapng(w) => w.write_packet(p)?,
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            Sink::Pcap(w, _) => w.into_inner()?.flush()?,
+            Sink::Pcapng(w) => w.into_inner()?.flush()?,
+        }
+        Ok(())
+    }
+}
+
+/// Run `netsift filter`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    if !args.expr.is_empty() && args.program.is_some() {
+        bail!("give either a filter expression or --program, not both");
+    }
+    let filter: Filter = match (&args.program, args.expr.is_empty()) {
+        (Some(path), _) => program::load(path)?,
+        (None, true) => program::accept_all(),
+        (None, false) => bail!(
+            "filter expressions are not supported yet; compile one with `tcpdump -ddd EXPR` and \
+             pass it with --program"
+        ),
+    };
+    let mut reader = CaptureReader::open(&args.read)
+        .with_context(|| format!("cannot read {}", args.read.display()))?;
+    let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
+    let precision = match reader.format() {
+        netsift::capture::Format::Pcap { precision, .. } => precision,
+        _ => Precision::Nano,
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut sink: Option<Sink> = None;
+    let mut accepted = 0u64;
+    let mut index = 0u64;
+    let mut failure = None;
+    while let Some(item) = reader.next_packet() {
+        let packet = match item {
+            Ok(p) => p,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        let result = filter.run(packet.data, packet.wire_len);
+        if args.verdicts {
+            writeln!(out, "{index} {result}")?;
+        }
+        index += 1;
+        if result == 0 {
+            continue;
+        }
+        accepted += 1;
+        if !args.verdicts {
+            writeln!(out, "{}", output::packet_line(&packet))?;
+        }
+        if let Some(path) = &args.write {
+            let kept = PacketRef {
+                data: &packet.data[..packet.data.len().min(result as usize)],
+                ..packet
+            };
+            if sink.is_none() {
+                sink = Some(Sink::create(path, kept.link_type, snaplen, precision)?);
+            }
+            if let Some(s) = sink.as_mut() {
+                s.write(&kept)?;
+            }
+        }
+        if args.count.is_some_and(|n| accepted >= n) {
+            break;
+        }
+    }
+    out.flush()?;
+    if sink.is_none()
+        && let Some(path) = &args.write
+    {
+        // Nothing accepted: still leave a valid, empty capture behind.
+        let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
+        sink = Some(Sink::create(path, lt, snaplen, precision)?);
+    }
+    if let Some(s) = sink {
+        s.finish()?;
+    }
+    if let Some(e) = failure {
+        eprintln!(
+            "netsift: error: {}: {e} (after {index} good packets)",
+            args.read.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}

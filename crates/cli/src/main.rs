@@ -1,0 +1,61 @@
+//! `netsift`: the command line of the netsift packet filtering framework.
+//!
+//! The subcommands and their flags are the stable contract of `docs/cli.md`; scripts and tests
+//! depend on them. Each subcommand lives in its own module; this file parses the command line,
+//! runs the subcommand and turns errors into a message on stderr and a non-zero exit status. A
+//! closed output pipe (`netsift … | head`) ends the program quietly with status 0.
+
+mod cmd_bench;
+mod cmd_demo;
+mod cmd_filter;
+mod output;
+mod program;
+mod sample;
+
+use std::io;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// netsift: packet filtering and capture for Linux.
+#[derive(Parser, Debug)]
+#[command(name = "netsift", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a filter over a capture file: print the packets it accepts, or one verdict per packet.
+    Filter(cmd_filter::Args),
+    /// Run a few meaningful filters over the bundled sample capture and print a short report.
+    Demo(cmd_demo::Args),
+    /// Run a benchmark suite against its baseline (libpcap), measured in the same run.
+    Bench(cmd_bench::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Filter(args) => cmd_filter::run(args),
+        Command::Demo(args) => cmd_demo::run(args),
+        Command::Bench(args) => cmd_bench::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("netsift: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Whether `err` (or its cause) is a write to a closed pipe, which ends output normally.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,14 @@
+//! netsift: packet filtering and capture for Linux.
+//!
+//! This facade re-exports the building blocks under short names:
+//!
+//! - [`wire`]: zero-copy views of protocol headers, and one-line packet summaries;
+//! - [`capture`]: packets, timestamps, pcap and pcapng reading and writing;
+//! - [`bpf`]: classic BPF — instructions, validator, interpreter, `tcpdump -d/-dd/-ddd` text.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub use netsift_bpf as bpf;
+pub use netsift_capture as capture;
+pub use netsift_wire as wire;

@@ -1,0 +1,100 @@
+//! Write seed inputs for every fuzz target into `DIR/<target>/`, built from the shared captures
+//! and from programs libpcap compiles: `fuzz-seeds DIR`.
+
+use std::fs;
+use std::path::Path;
+
+use netsift_bpf::{Program, asm};
+use netsift_testkit::{data, oracle};
+
+/// Expressions whose compiled programs seed the BPF targets.
+const EXPRESSIONS: [&str; 12] = [
+    "",
+    "ip",
+    "tcp port 80",
+    "net 10.0.0.0/8 or net 172.16.0.0/12 or net 192.168.0.0/16",
+    "ip6 protochain 6",
+    "vlan 10 and udp",
+    "tcp[tcpflags] & (tcp-syn|tcp-fin) != 0",
+    "ether broadcast or ip multicast",
+    "icmp[icmptype] = icmp-echo",
+    "len > 100 and ip[2:2] - ((ip[0]&0xf)<<2) > 40",
+    "arp or rarp",
+    "ip and not src host 198.18.0.1",
+];
+
+fn write(dir: &Path, target: &str, name: &str, bytes: &[u8]) {
+    let d = dir.join(target);
+    fs::create_dir_all(&d).unwrap_or_else(|e| panic!("cannot create {}: {e}", d.display()));
+    fs::write(d.join(name), bytes).unwrap_or_else(|e| panic!("cannot write seed: {e}"));
+}
+
+fn encode(program: &Program, packet: &[u8]) -> Vec<u8> {
+    let n = program.len().min(63);
+    let mut out = vec![n as u8];
+    for i in &program.insns()[..n] {
+        out.extend_from_slice(&i.code.to_le_bytes());
+        out.push(i.jt);
+        out.push(i.jf);
+        out.extend_from_slice(&i.k.to_le_bytes());
+    }
+    out.extend_from_slice(packet);
+    out
+}
+
+fn main() {
+    let Some(dir) = std::env::args().nth(1) else {
+        eprintln!("usage: fuzz-seeds DIR");
+        std::process::exit(2);
+    };
+    let dir = Path::new(&dir);
+    let captures: Vec<_> = data::tcpdump_captures()
+        .into_iter()
+        .chain(data::libpcap_captures())
+        .collect();
+    let mut packets = Vec::new();
+    for (i, path) in captures.iter().enumerate() {
+        let bytes = fs::read(path).unwrap_or_default();
+        if bytes.len() <= 1 << 16 {
+            write(dir, "capture_read", &format!("seed-{i}"), &bytes);
+        }
+        if i % 8 == 0
+            && let Ok(cap) = oracle::read_capture(path)
+            && let Some(p) = cap.packets.first()
+        {
+            packets.push(p.data.clone());
+        }
+    }
+    let mut n = 0;
+    for (i, expr) in EXPRESSIONS.iter().enumerate() {
+        for optimize in [false, true] {
+            let Ok(program) = oracle::compile(1, 262_144, expr, optimize) else {
+                continue;
+            };
+            for (f, format) in [asm::Format::Asm, asm::Format::C, asm::Format::Decimal]
+                .into_iter()
+                .enumerate()
+            {
+                let text = asm::dump(&program, format);
+                write(
+                    dir,
+                    "bpf_text",
+                    &format!("seed-{i}-{optimize}-{f}"),
+                    text.as_bytes(),
+                );
+            }
+            let packet = packets
+                .get(n % packets.len().max(1))
+                .cloned()
+                .unwrap_or_default();
+            write(
+                dir,
+                "bpf_run",
+                &format!("seed-{i}-{optimize}"),
+                &encode(&program, &packet),
+            );
+            n += 1;
+        }
+    }
+    println!("fuzz seeds written to {}", dir.display());
+}

@@ -1,0 +1,17 @@
+//! Test support shared by netsift's crates; not part of the product.
+//!
+//! - [`oracle`]: libpcap 1.10 through a few `extern "C"` declarations — `pcap_compile` and
+//!   `bpf_filter` are the reference for every verdict netsift gives, and `pcap_open_offline` the
+//!   reference reader of capture files.
+//! - [`data`]: the shared test data (`../shared/data` beside the repository, or
+//!   `$NETSIFT_SHARED_DATA`): captures and libpcap's filter test suite. Tests that need it fail
+//!   with a message saying where it was looked for; they never skip silently.
+//! - [`fuzz`]: the bodies of the fuzz targets, replayable from ordinary tests.
+//! - [`rng`]: a deterministic pseudo-random generator for property-style tests.
+
+#![deny(missing_docs)]
+
+pub mod data;
+pub mod fuzz;
+pub mod oracle;
+pub mod rng;

@@ -1,0 +1,100 @@
+//! Replay the fuzz targets' inputs as ordinary tests, so stable CI covers them without nightly:
+//! seeds built from the shared captures, the local corpus (`fuzz/corpus/<target>/`, if a fuzz run
+//! left one), and every crash ever found (`fuzz/regressions/<target>/`, committed).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use netsift_bpf::asm;
+use netsift_testkit::{data, fuzz, oracle, rng::Rng};
+
+fn stored_inputs(target: &str) -> Vec<Vec<u8>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let mut out = Vec::new();
+    for sub in ["corpus", "regressions"] {
+        let d: PathBuf = root.join(sub).join(target);
+        if let Ok(entries) = fs::read_dir(&d) {
+            for e in entries.flatten() {
+                if let Ok(bytes) = fs::read(e.path()) {
+                    out.push(bytes);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn capture_read_on_every_capture_and_its_truncations() {
+    let mut rng = Rng::new(1);
+    let mut n = 0;
+    for path in data::tcpdump_captures()
+        .iter()
+        .chain(&data::libpcap_captures())
+    {
+        let bytes = fs::read(path).unwrap();
+        fuzz::capture_read(&bytes);
+        // A few truncation points and byte flips per file.
+        for _ in 0..4 {
+            let cut = rng.below(bytes.len() as u64 + 1) as usize;
+            fuzz::capture_read(&bytes[..cut]);
+            let mut flipped = bytes.clone();
+            if !flipped.is_empty() {
+                let at = rng.below(flipped.len() as u64) as usize;
+                flipped[at] ^= 1 << rng.below(8);
+                fuzz::capture_read(&flipped);
+            }
+            n += 2;
+        }
+        n += 1;
+    }
+    for input in stored_inputs("capture_read") {
+        fuzz::capture_read(&input);
+        n += 1;
+    }
+    println!("capture_read: {n} inputs");
+}
+
+#[test]
+fn bpf_text_on_libpcap_dumps_and_mutations() {
+    let mut rng = Rng::new(2);
+    let mut n = 0;
+    for expr in [
+        "ip",
+        "tcp port 80",
+        "ip6 protochain 6",
+        "vlan and udp",
+        "len > 100",
+    ] {
+        let program = oracle::compile(1, 262_144, expr, true).unwrap();
+        for format in [asm::Format::Asm, asm::Format::C, asm::Format::Decimal] {
+            let text = asm::dump(&program, format).into_bytes();
+            fuzz::bpf_text(&text);
+            for _ in 0..200 {
+                let mut m = text.clone();
+                let at = rng.below(m.len() as u64) as usize;
+                m[at] = *rng.pick(b" ,x#[]()0123456789abcdefjtMk-+\n\t{}");
+                fuzz::bpf_text(&m);
+                fuzz::bpf_text(&m[..at]);
+                n += 2;
+            }
+        }
+    }
+    for input in stored_inputs("bpf_text") {
+        fuzz::bpf_text(&input);
+        n += 1;
+    }
+    println!("bpf_text: {n} inputs");
+}
+
+#[test]
+fn bpf_run_on_random_and_stored_inputs() {
+    let mut rng = Rng::new(3);
+    for _ in 0..20_000 {
+        let len = rng.below(200) as usize;
+        fuzz::bpf_run(&rng.bytes(len));
+    }
+    for input in stored_inputs("bpf_run") {
+        fuzz::bpf_run(&input);
+    }
+}
