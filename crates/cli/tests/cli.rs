@@ -1,0 +1,273 @@
+//! The `netsift` command line: behaviour of each flag, output formats, and errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use netsift_bpf::{Insn, Program, asm, code::*};
+use netsift_capture::CaptureReader;
+
+fn netsift(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netsift"))
+        .args(args)
+        .output()
+        .expect("cannot run netsift")
+}
+
+fn sample() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/demo.pcap")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("netsift-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn write_program(name: &str, program: &Program, format: asm::Format) -> PathBuf {
+    let p = tmp(name);
+    std::fs::write(&p, asm::dump(program, format)).unwrap();
+    p
+}
+
+/// `ldb [23]; jeq #6 jt 2 jf 3; ret #64; ret #0`: IPv4 TCP over Ethernet, keep 64 bytes.
+fn tcp_keep_64() -> Program {
+    Program::new(vec![
+        Insn::stmt(LD | B | ABS, 23),
+        Insn::jump(JMP | JEQ | K, 6, 0, 1),
+        Insn::stmt(RET | K, 64),
+        Insn::stmt(RET | K, 0),
+    ])
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+#[test]
+fn write_keeps_accepted_packets_cut_to_the_snap_length() {
+    let prog = write_program("tcp64.ddd", &tcp_keep_64(), asm::Format::Decimal);
+    let out = tmp("tcp64.pcap");
+    let o = netsift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "--program",
+        prog.to_str().unwrap(),
+        "-w",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = stdout(&o).lines().count();
+    let written: Vec<_> = CaptureReader::open(&out)
+        .unwrap()
+        .packets()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(written.len(), printed);
+    assert!(written.len() > 40, "the sample has TCP traffic");
+    for p in &written {
+        assert_eq!(p.data[23], 6, "only TCP is written");
+        assert!(p.data.len() <= 64, "cut to 64 bytes");
+        assert!(p.wire_len >= p.data.len() as u32, "wire length kept");
+    }
+    // The same as pcapng.
+    let ng = tmp("tcp64.pcapng");
+    let o = netsift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "--program",
+        prog.to_str().unwrap(),
+        "-w",
+        ng.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    let again: Vec<_> = CaptureReader::open(&ng)
+        .unwrap()
+        .packets()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(again.len(), written.len());
+    assert_eq!(again[0].data, written[0].data);
+}
+
+#[test]
+fn every_program_format_gives_the_same_verdicts() {
+    let mut seen = Vec::new();
+    for (i, f) in [asm::Format::Asm, asm::Format::C, asm::Format::Decimal]
+        .into_iter()
+        .enumerate()
+    {
+        let prog = write_program(&format!("fmt{i}.txt"), &tcp_keep_64(), f);
+        let o = netsift(&[
+            "filter",
+            "-r",
+            sample().to_str().unwrap(),
+            "--program",
+            prog.to_str().unwrap(),
+            "--verdicts",
+        ]);
+        assert!(o.status.success(), "{f:?}: {}", stderr(&o));
+        seen.push(stdout(&o));
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[1], seen[2]);
+    let lines: Vec<&str> = seen[0].lines().collect();
+    assert_eq!(lines.len(), 198, "one line per packet");
+    assert!(
+        lines
+            .iter()
+            .enumerate()
+            .all(|(i, l)| l.starts_with(&format!("{i} ")))
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.ends_with(" 64") || l.ends_with(" 0"))
+    );
+}
+
+#[test]
+fn count_stops_after_n_accepted_packets() {
+    let prog = write_program("tcp64c.ddd", &tcp_keep_64(), asm::Format::Decimal);
+    let o = netsift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "--program",
+        prog.to_str().unwrap(),
+        "-c",
+        "3",
+    ]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o).lines().count(), 3);
+    let o = netsift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "--program",
+        prog.to_str().unwrap(),
+        "-c",
+        "3",
+        "--verdicts",
+    ]);
+    let v = stdout(&o);
+    assert_eq!(v.lines().filter(|l| !l.ends_with(" 0")).count(), 3);
+    assert!(
+        !v.lines().last().unwrap().ends_with(" 0"),
+        "ends at the third accepted packet"
+    );
+}
+
+#[test]
+fn summary_lines_look_like_tcpdump() {
+    let o = netsift(&["filter", "-r", sample().to_str().unwrap(), "-c", "3"]);
+    assert_eq!(
+        stdout(&o),
+        "00:00:00.000000 ARP, Request who-has 198.18.0.1 tell 198.18.0.10, length 46\n\
+         00:00:00.001000 ARP, Reply 198.18.0.1 is-at 02:00:00:00:00:01, length 46\n\
+         00:00:00.002000 IP 198.18.0.10.53211 > 198.18.0.53.53: UDP, length 34\n"
+    );
+}
+
+#[test]
+fn truncated_capture_prints_good_packets_then_fails() {
+    let bytes = std::fs::read(sample()).unwrap();
+    let cut = tmp("cut.pcap");
+    std::fs::write(&cut, &bytes[..1000]).unwrap();
+    let o = netsift(&["filter", "-r", cut.to_str().unwrap(), "--verdicts"]);
+    assert_eq!(o.status.code(), Some(1));
+    let n = stdout(&o).lines().count();
+    assert!(n >= 5, "good packets before the cut are processed ({n})");
+    let e = stderr(&o);
+    assert!(e.contains("truncated") && e.contains("offset"), "{e}");
+    assert!(e.contains(&format!("after {n} good packets")), "{e}");
+}
+
+#[test]
+fn bad_inputs_give_clear_errors() {
+    let missing = netsift(&["filter", "-r", "/nonexistent/x.pcap"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("/nonexistent/x.pcap"),
+        "{}",
+        stderr(&missing)
+    );
+
+    let garbage = tmp("garbage.pcap");
+    std::fs::write(&garbage, b"this is not a capture file at all").unwrap();
+    let o = netsift(&["filter", "-r", garbage.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("magic"), "{}", stderr(&o));
+
+    let bad = tmp("bad.ddd");
+    std::fs::write(&bad, "2\n40 0 0 12\n6 0 0\n").unwrap();
+    let o = netsift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "--program",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("line 3, column 6: expected k"),
+        "{}",
+        stderr(&o)
+    );
+
+    let invalid = write_program(
+        "invalid.ddd",
+        &Program::new(vec![Insn::stmt(LD | MEM, 20), Insn::stmt(RET | A, 0)]),
+        asm::Format::Decimal,
+    );
+    let o = netsift(&[
+        "filter",
+        "-r",
+        sample().to_str().unwrap(),
+        "--program",
+        invalid.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("scratch memory index 20"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn closed_pipe_is_a_normal_exit() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netsift"))
+        .args(["filter", "-r", sample().to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // close the read end at once
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+}
+
+#[test]
+fn demo_reports_on_the_bundled_sample() {
+    let o = netsift(&["demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.starts_with("netsift demo: 198 packets"), "{s}");
+    for expr in ["tcp port 80", "udp port 53", "vlan", "arp"] {
+        assert!(s.contains(expr), "{expr} missing from the report");
+    }
+    let written = tmp("sample.pcap");
+    let o = netsift(&["demo", "--write-sample", written.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert_eq!(
+        std::fs::read(&written).unwrap(),
+        std::fs::read(sample()).unwrap()
+    );
+}
