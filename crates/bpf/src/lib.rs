@@ -8,6 +8,8 @@
 //!   semantics; one packet at a time or in batches.
 //! - [`asm`]: the `tcpdump -d`, `-dd` and `-ddd` text formats, printed byte for byte as libpcap
 //!   prints them, and parsed back.
+//! - [`compile`]: code generation from the filter language's IR (`netsift_lang::Pred`), with
+//!   an optimiser.
 //!
 //! ```
 //! use netsift_bpf::{asm, Filter, Rules};
@@ -27,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod asm;
+pub mod compile;
 mod insn;
 mod interp;
 mod validate;

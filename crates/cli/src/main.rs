@@ -6,8 +6,10 @@
 //! closed output pipe (`netsift … | head`) ends the program quietly with status 0.
 
 mod cmd_bench;
+mod cmd_compile;
 mod cmd_demo;
 mod cmd_filter;
+mod expr;
 mod output;
 mod program;
 mod sample;
@@ -27,6 +29,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Compile a filter expression to classic BPF and print it (like tcpdump -d, -dd, -ddd).
+    Compile(cmd_compile::Args),
     /// Run a filter over a capture file: print the packets it accepts, or one verdict per packet.
     Filter(cmd_filter::Args),
     /// Run a few meaningful filters over the bundled sample capture and print a short report.
@@ -38,6 +42,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Compile(args) => cmd_compile::run(args),
         Command::Filter(args) => cmd_filter::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Bench(args) => cmd_bench::run(args),

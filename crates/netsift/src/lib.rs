@@ -4,11 +4,14 @@
 //!
 //! - [`wire`]: zero-copy views of protocol headers, and one-line packet summaries;
 //! - [`capture`]: packets, timestamps, pcap and pcapng reading and writing;
-//! - [`bpf`]: classic BPF — instructions, validator, interpreter, `tcpdump -d/-dd/-ddd` text.
+//! - [`bpf`]: classic BPF — instructions, validator, interpreter, `tcpdump -d/-dd/-ddd` text,
+//!   code generation and optimiser;
+//! - [`lang`]: the tcpdump filter language — parser, name tables, the `Pred` IR.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub use netsift_bpf as bpf;
 pub use netsift_capture as capture;
+pub use netsift_lang as lang;
 pub use netsift_wire as wire;

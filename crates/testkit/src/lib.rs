@@ -3,6 +3,7 @@
 //! - [`oracle`]: libpcap 1.10 through a few `extern "C"` declarations — `pcap_compile` and
 //!   `bpf_filter` are the reference for every verdict netsift gives, and `pcap_open_offline` the
 //!   reference reader of capture files.
+//! - [`corpus`]: libpcap's filter test suite against the shared captures, by link type.
 //! - [`data`]: the shared test data (`../shared/data` beside the repository, or
 //!   `$NETSIFT_SHARED_DATA`): captures and libpcap's filter test suite. Tests that need it fail
 //!   with a message saying where it was looked for; they never skip silently.
@@ -11,6 +12,7 @@
 
 #![deny(missing_docs)]
 
+pub mod corpus;
 pub mod data;
 pub mod fuzz;
 pub mod oracle;

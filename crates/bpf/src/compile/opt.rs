@@ -1,0 +1,811 @@
+//! The optimiser: path-specialised decision graphs.
+//!
+//! 1. **Decision graph.** The predicate becomes a graph whose nodes are its atomic tests, each
+//!    with a successor for "true" and one for "false" (the control flow of short-circuit
+//!    evaluation, exactly the unoptimised program's). Constant-valued arithmetic is folded
+//!    first (`x * 0`, `x & 0`: libpcap's optimiser folds these too, dropping the read).
+//! 2. **Specialisation.** The graph is walked from the root carrying *facts* — what the tests
+//!    taken so far proved about each field (its exact value, values it is not, a range, bits
+//!    known set or clear). A test whose outcome the facts decide is skipped: it reads a field
+//!    an earlier test on the same path already read, so skipping it cannot change which packets
+//!    are rejected for lack of bytes. Results are memoised on (node, facts about fields still
+//!    to be tested), and nodes are hash-consed, so identical sub-graphs (the ARP and RARP
+//!    address tests of `host X`, the port tests shared by TCP, UDP and SCTP) exist once. A test
+//!    whose two successors are the same is dropped, as libpcap drops it.
+//! 3. **Emission.** Each node becomes a block; a block does not reload A (or X) when every
+//!    predecessor leaves the value it needs there; `and #m; jeq #0` becomes `jset #m`.
+//!
+//! `expression rejects all packets` is reported, as by libpcap, only when the filter is
+//! constant-false by reasoning libpcap's optimiser also does (equalities and repeated tests);
+//! a filter netsift alone can prove empty (`ether[0] > 5 and ether[0] < 3`) compiles to a
+//! program that rejects everything, as libpcap's does.
+
+use std::collections::HashMap;
+
+use netsift_lang::Pred;
+use netsift_lang::pred::{self, ArithOp, Base, Cmp, Field, Loc, Node, NodeId, RelOp, Test, Val};
+
+use super::cfg::{Block, BlockId, Cfg, Term};
+use super::emit::{ValCompiler, load_field, size_bits};
+use super::{CompileError, CompileErrorKind};
+use crate::insn::{Insn, code::*};
+
+/// A reference into a decision graph: accept, reject, or a node.
+type Ref = u32;
+const ACCEPT: Ref = 0;
+const REJECT: Ref = 1;
+const FIRST: Ref = 2;
+
+/// An atomic test of the decision graph.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Atom {
+    Test(Test),
+    /// An arithmetic relation `lhs op rhs` (after folding), opaque to the facts.
+    Rel(Val, RelOp, Val),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct GNode {
+    atom: u32,
+    t: Ref,
+    f: Ref,
+}
+
+/// What the tests on one path proved about one field (under one mask).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Know {
+    eq: Option<u32>,
+    ne: Vec<u32>,
+    lo: u32,
+    hi: u32,
+    set: u32,
+    clear: u32,
+    /// Outcomes of tests seen (for the weak, libpcap-strength reasoning).
+    seen: Vec<(Cmp, bool)>,
+}
+
+impl Know {
+    fn new(hi: u32) -> Know {
+        Know {
+            eq: None,
+            ne: Vec::new(),
+            lo: 0,
+            hi,
+            set: 0,
+            clear: 0,
+            seen: Vec::new(),
+        }
+    }
+
+    fn possible(&self, v: u32) -> bool {
+        self.eq.is_none_or(|e| e == v)
+            && self.ne.binary_search(&v).is_err()
+            && v >= self.lo
+            && v <= self.hi
+            && v & self.clear == 0
+            && v & self.set == self.set
+    }
+
+    fn decide(&self, cmp: &Cmp, weak: bool) -> Option<bool> {
+        if let Some(&(_, o)) = self.seen.iter().find(|(c, _)| c == cmp) {
+            return Some(o);
+        }
+        if weak {
+            return match cmp {
+                Cmp::Eq(v) => match self.eq {
+                    Some(e) => Some(e == *v),
+                    None if self.ne.binary_search(v).is_ok() => Some(false),
+                    None => None,
+                },
+                _ => None,
+            };
+        }
+        if let Some(e) = self.eq {
+            return Some(eval_cmp(cmp, e));
+        }
+        match cmp {
+            Cmp::Eq(v) => (!self.possible(*v)).then_some(false),
+            Cmp::Gt(v) => {
+                if self.lo > *v {
+                    Some(true)
+                } else if self.hi <= *v {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
+            Cmp::Ge(v) => {
+                if self.lo >= *v {
+                    Some(true)
+                } else if self.hi < *v {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
+            Cmp::Bits(b) => {
+                if b & self.set != 0 {
+                    Some(true)
+                } else if b & !self.clear == 0 || self.hi < (b & b.wrapping_neg()) {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
+            Cmp::OneOf(vs) => (!vs.iter().any(|v| self.possible(*v))).then_some(false),
+            Cmp::Range(a, b) => {
+                if self.lo >= *a && self.hi <= *b {
+                    Some(true)
+                } else if self.hi < *a || self.lo > *b {
+                    Some(false)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    fn learn(&mut self, cmp: &Cmp, outcome: bool, weak: bool) {
+        if self.seen.len() < 8 && !self.seen.iter().any(|(c, _)| c == cmp) {
+            self.seen.push((cmp.clone(), outcome));
+        }
+        let insert_ne = |k: &mut Know, v: u32| {
+            if let Err(i) = k.ne.binary_search(&v)
+                && k.ne.len() < 256
+            {
+                k.ne.insert(i, v);
+            }
+        };
+        match (cmp, outcome) {
+            (Cmp::Eq(v), true) => {
+                self.eq = Some(*v);
+                if !weak {
+                    self.lo = *v;
+                    self.hi = *v;
+                }
+            }
+            (Cmp::Eq(v), false) => insert_ne(self, *v),
+            _ if weak => {}
+            (Cmp::Gt(v), true) => self.lo = self.lo.max(v.saturating_add(1)),
+            (Cmp::Gt(v), false) => self.hi = self.hi.min(*v),
+            (Cmp::Ge(v), true) => self.lo = self.lo.max(*v),
+            (Cmp::Ge(v), false) => {
+                if *v > 0 {
+                    self.hi = self.hi.min(v - 1);
+                }
+            }
+            (Cmp::Bits(b), true) => {
+                if b.is_power_of_two() {
+                    self.set |= b;
+                }
+            }
+            (Cmp::Bits(b), false) => self.clear |= b,
+            (Cmp::OneOf(vs), true) => {
+                if let (Some(mn), Some(mx)) = (vs.iter().min(), vs.iter().max()) {
+                    self.lo = self.lo.max(*mn);
+                    self.hi = self.hi.min(*mx);
+                }
+            }
+            (Cmp::OneOf(vs), false) => {
+                for &v in vs.iter() {
+                    insert_ne(self, v);
+                }
+            }
+            (Cmp::Range(a, b), true) => {
+                self.lo = self.lo.max(*a);
+                self.hi = self.hi.min(*b);
+            }
+            (Cmp::Range(..), false) => {}
+        }
+    }
+}
+
+fn eval_cmp(cmp: &Cmp, v: u32) -> bool {
+    match cmp {
+        Cmp::Eq(k) => v == *k,
+        Cmp::Gt(k) => v > *k,
+        Cmp::Ge(k) => v >= *k,
+        Cmp::Bits(k) => v & *k != 0,
+        Cmp::OneOf(ks) => ks.contains(&v),
+        Cmp::Range(a, b) => *a <= v && v <= *b,
+    }
+}
+
+/// The largest value a field under a mask can have.
+fn max_value(field: &Field, mask: u32) -> u32 {
+    let size_max = match field {
+        Field::Packet { size: 1, .. } | Field::Ancillary { size: 1, .. } => 0xff,
+        Field::Packet { size: 2, .. } | Field::Ancillary { size: 2, .. } => 0xffff,
+        _ => u32::MAX,
+    };
+    size_max & mask
+}
+
+/// Facts on a path: (key, knowledge) sorted by key. Keys are field/mask pairs; relations use
+/// keys of their own (their outcome as `eq` 0 or 1).
+type Facts = Vec<(u32, Know)>;
+
+struct Graph {
+    atoms: Vec<Atom>,
+    atom_ids: HashMap<Atom, u32>,
+    /// Fact key of each atom.
+    keys: Vec<u32>,
+    key_ids: HashMap<(Field, u32), u32>,
+    nodes: Vec<GNode>,
+    node_ids: HashMap<GNode, Ref>,
+}
+
+impl Graph {
+    fn new() -> Graph {
+        Graph {
+            atoms: Vec::new(),
+            atom_ids: HashMap::new(),
+            keys: Vec::new(),
+            key_ids: HashMap::new(),
+            nodes: Vec::new(),
+            node_ids: HashMap::new(),
+        }
+    }
+
+    fn atom(&mut self, a: Atom) -> u32 {
+        if let Some(&id) = self.atom_ids.get(&a) {
+            return id;
+        }
+        let id = self.atoms.len() as u32;
+        let key = match &a {
+            Atom::Test(t) => {
+                let n = self.key_ids.len() as u32;
+                *self.key_ids.entry((t.field, t.mask)).or_insert(n)
+            }
+            Atom::Rel(..) => u32::MAX - id,
+        };
+        self.keys.push(key);
+        self.atoms.push(a.clone());
+        self.atom_ids.insert(a, id);
+        id
+    }
+
+    fn node(&mut self, atom: u32, t: Ref, f: Ref) -> Ref {
+        if t == f {
+            return t;
+        }
+        let n = GNode { atom, t, f };
+        if let Some(&r) = self.node_ids.get(&n) {
+            return r;
+        }
+        let r = self.nodes.len() as Ref + FIRST;
+        self.nodes.push(n);
+        self.node_ids.insert(n, r);
+        r
+    }
+
+    fn get(&self, r: Ref) -> GNode {
+        self.nodes[(r - FIRST) as usize]
+    }
+}
+
+/// Fold constant arithmetic as libpcap's optimiser does (dropping reads whose value cannot
+/// matter); errors for constant division by zero and shifts above 31.
+fn fold(v: &Val) -> Result<Val, CompileError> {
+    Ok(match v {
+        Val::Const(_) | Val::Len => v.clone(),
+        Val::Neg(a) => match fold(a)? {
+            Val::Const(c) => Val::Const(c.wrapping_neg()),
+            a => Val::Neg(Box::new(a)),
+        },
+        Val::Load { base, index, size } => Val::Load {
+            base: *base,
+            index: Box::new(fold(index)?),
+            size: *size,
+        },
+        Val::Bin(op, a, b) => {
+            let (a, b) = (fold(a)?, fold(b)?);
+            let bad = |m| Err(CompileError::new(CompileErrorKind::BadConstant(m)));
+            match (&a, &b) {
+                (Val::Const(x), Val::Const(y)) => match pred::arith(*op, *x, *y) {
+                    Some(r) => Val::Const(r),
+                    None if *op == ArithOp::Div => return bad("division by zero"),
+                    None => return bad("modulus by zero"),
+                },
+                (_, Val::Const(0)) => match op {
+                    ArithOp::Mul | ArithOp::And => Val::Const(0),
+                    ArithOp::Div => return bad("division by zero"),
+                    ArithOp::Mod => return bad("modulus by zero"),
+                    _ => a,
+                },
+                (_, Val::Const(k)) if *k > 31 && matches!(op, ArithOp::Shl | ArithOp::Shr) => {
+                    return bad("shift by more than 31 bits");
+                }
+                (Val::Const(0), _) => match op {
+                    ArithOp::Add | ArithOp::Or | ArithOp::Xor => b,
+                    _ => Val::Const(0),
+                },
+                _ => Val::Bin(*op, Box::new(a), Box::new(b)),
+            }
+        }
+    })
+}
+
+/// A field test equivalent to `v op k`, when `v` is a (masked) load at a constant place.
+fn as_test(v: &Val, op: RelOp, k: u32) -> Option<Test> {
+    let (inner, mask) = match v {
+        Val::Bin(ArithOp::And, a, m) => match **m {
+            Val::Const(m) => (&**a, m),
+            _ => return None,
+        },
+        v => (v, u32::MAX),
+    };
+    let field = match inner {
+        Val::Len => Field::WireLen,
+        Val::Load { base, index, size } => {
+            let Val::Const(i) = **index else { return None };
+            let loc = match *base {
+                Base::Abs(b) => Loc::Abs(b.checked_add(i)?),
+                Base::Ipv4Payload(nl) => Loc::Ipv4Payload { nl, off: i },
+                _ => return None,
+            };
+            Field::Packet { loc, size: *size }
+        }
+        _ => return None,
+    };
+    let cmp = match op {
+        RelOp::Gt => Cmp::Gt(k),
+        RelOp::Ge => Cmp::Ge(k),
+        RelOp::Eq => Cmp::Eq(k),
+    };
+    Some(Test { field, mask, cmp })
+}
+
+/// Build the decision graph of `node` with successors `t` and `f`.
+fn build(
+    pred: &Pred,
+    g: &mut Graph,
+    memo: &mut HashMap<(NodeId, Ref, Ref), Ref>,
+    node: NodeId,
+    t: Ref,
+    f: Ref,
+) -> Result<Ref, CompileError> {
+    if let Some(&r) = memo.get(&(node, t, f)) {
+        return Ok(r);
+    }
+    let r = match pred.node(node) {
+        Node::Const(b) => {
+            if *b {
+                t
+            } else {
+                f
+            }
+        }
+        Node::Not(x) => build(pred, g, memo, *x, f, t)?,
+        Node::And(ops) => {
+            let mut next = t;
+            for &o in ops.iter().rev() {
+                next = build(pred, g, memo, o, next, f)?;
+            }
+            next
+        }
+        Node::Or(ops) => {
+            let mut next = f;
+            for &o in ops.iter().rev() {
+                next = build(pred, g, memo, o, t, next)?;
+            }
+            next
+        }
+        Node::Test(test) => test_node(g, test.clone(), t, f),
+        Node::Relation(a, op, b) => {
+            let (a, b) = (fold(a)?, fold(b)?);
+            match (&a, &b) {
+                (Val::Const(x), Val::Const(y)) => {
+                    let holds = match op {
+                        RelOp::Gt => x > y,
+                        RelOp::Ge => x >= y,
+                        RelOp::Eq => x == y,
+                    };
+                    if holds { t } else { f }
+                }
+                (_, Val::Const(k)) if as_test(&a, *op, *k).is_some() => {
+                    let test = as_test(&a, *op, *k).unwrap_or_else(|| unreachable!());
+                    test_node(g, test, t, f)
+                }
+                _ => {
+                    let atom = g.atom(Atom::Rel(a, *op, b));
+                    g.node(atom, t, f)
+                }
+            }
+        }
+        Node::Special(_) => unreachable!("filters with special nodes are not optimised"),
+    };
+    memo.insert((node, t, f), r);
+    Ok(r)
+}
+
+fn test_node(g: &mut Graph, test: Test, t: Ref, f: Ref) -> Ref {
+    // A value masked to 0 is constant: libpcap's optimiser drops the read.
+    if test.mask == 0 {
+        return if eval_cmp(&test.cmp, 0) { t } else { f };
+    }
+    let atom = g.atom(Atom::Test(test));
+    g.node(atom, t, f)
+}
+
+/// Specialise `root` along every path; `weak` restricts the facts to what libpcap's optimiser
+/// knows. Returns the new graph's root, or `None` when the budget is exceeded.
+fn specialise(
+    g0: &Graph,
+    root: Ref,
+    weak: bool,
+    use_facts: bool,
+    budget: usize,
+) -> Option<(Graph, Ref)> {
+    let mut out = Graph::new();
+    out.atoms = g0.atoms.clone();
+    out.atom_ids = g0.atom_ids.clone();
+    out.keys = g0.keys.clone();
+    out.key_ids = g0.key_ids.clone();
+    // A fact about a key is worth keeping at node n only if some node at or below n (in
+    // creation order, successors come first) tests that key.
+    let mut first_use: HashMap<u32, Ref> = HashMap::new();
+    for (i, n) in g0.nodes.iter().enumerate() {
+        let k = g0.keys[n.atom as usize];
+        first_use.entry(k).or_insert(i as Ref + FIRST);
+    }
+    let relevant = |facts: &Facts, at: Ref| -> Facts {
+        facts
+            .iter()
+            .filter(|(k, _)| first_use.get(k).is_some_and(|&u| u <= at))
+            .cloned()
+            .collect()
+    };
+    enum Frame {
+        Enter(Ref, Facts),
+        Finish { key: (Ref, Facts), atom: u32 },
+        Alias((Ref, Facts)),
+    }
+    let mut memo: HashMap<(Ref, Facts), Ref> = HashMap::new();
+    let mut results: Vec<Ref> = Vec::new();
+    let mut stack = vec![Frame::Enter(root, Vec::new())];
+    while let Some(frame) = stack.pop() {
+        match frame {
+            Frame::Enter(r, facts) => {
+                if r < FIRST {
+                    results.push(r);
+                    continue;
+                }
+                let facts = if use_facts {
+                    relevant(&facts, r)
+                } else {
+                    Vec::new()
+                };
+                let key = (r, facts);
+                if let Some(&m) = memo.get(&key) {
+                    results.push(m);
+                    continue;
+                }
+                if out.nodes.len() > budget {
+                    return None;
+                }
+                let n = g0.get(r);
+                let fkey = g0.keys[n.atom as usize];
+                let pos = key.1.binary_search_by_key(&fkey, |(k, _)| *k);
+                let (cmp, hi) = match &g0.atoms[n.atom as usize] {
+                    Atom::Test(t) => (t.cmp.clone(), max_value(&t.field, t.mask)),
+                    Atom::Rel(..) => (Cmp::Eq(1), 1),
+                };
+                let know = pos.ok().map(|i| key.1[i].1.clone());
+                if let Some(outcome) = know.as_ref().and_then(|k| k.decide(&cmp, weak)) {
+                    let next = if outcome { n.t } else { n.f };
+                    let facts = key.1.clone();
+                    stack.push(Frame::Alias(key));
+                    stack.push(Frame::Enter(next, facts));
+                    continue;
+                }
+                let branch = |outcome: bool| -> Facts {
+                    let mut f = key.1.clone();
+                    match f.binary_search_by_key(&fkey, |(k, _)| *k) {
+                        Ok(i) => f[i].1.learn(&cmp, outcome, weak),
+                        Err(i) => {
+                            let mut k = Know::new(hi);
+                            k.learn(&cmp, outcome, weak);
+                            f.insert(i, (fkey, k));
+                        }
+                    }
+                    f
+                };
+                let (ft, ff) = if use_facts {
+                    (branch(true), branch(false))
+                } else {
+                    (Vec::new(), Vec::new())
+                };
+                stack.push(Frame::Finish { key, atom: n.atom });
+                stack.push(Frame::Enter(n.f, ff));
+                stack.push(Frame::Enter(n.t, ft));
+            }
+            Frame::Finish { key, atom } => {
+                let f = results.pop().unwrap_or(REJECT);
+                let t = results.pop().unwrap_or(REJECT);
+                let r = out.node(atom, t, f);
+                memo.insert(key, r);
+                results.push(r);
+            }
+            Frame::Alias(key) => {
+                let r = *results.last().unwrap_or(&REJECT);
+                memo.insert(key, r);
+            }
+        }
+    }
+    let root = results.pop().unwrap_or(REJECT);
+    Some((out, root))
+}
+
+/// How a block ends, before its targets are known.
+#[derive(Clone)]
+enum Br {
+    /// `code #k`, with the exits swapped when `true`.
+    Jump(u16, u32, bool),
+    /// A chain of `jeq`.
+    OneOf(Vec<u32>),
+    /// `jge lo` then `jgt hi`.
+    Range(u32, u32),
+}
+
+impl Br {
+    fn of(cmp: &Cmp, _mask: u32) -> Br {
+        match cmp {
+            Cmp::Eq(v) => Br::Jump(JMP | JEQ | K, *v, false),
+            Cmp::Gt(v) => Br::Jump(JMP | JGT | K, *v, false),
+            Cmp::Ge(v) => Br::Jump(JMP | JGE | K, *v, false),
+            Cmp::Bits(v) => Br::Jump(JMP | JSET | K, *v, false),
+            Cmp::OneOf(vs) => Br::OneOf(vs.to_vec()),
+            Cmp::Range(a, b) => Br::Range(*a, *b),
+        }
+    }
+}
+
+/// What a register holds at a block boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Holds {
+    Unknown,
+    /// A holds the field, unmasked.
+    Field(Field),
+    /// A holds the field under the mask.
+    Masked(Field, u32),
+    /// X holds 4*([nl]&0xf).
+    Msh(u32),
+    /// X holds M[reg].
+    Reg(u8),
+}
+
+pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
+    let mut g0 = Graph::new();
+    let mut memo = HashMap::new();
+    let root = build(pred, &mut g0, &mut memo, pred.root(), ACCEPT, REJECT)?;
+    let budget = 20_000usize.max(g0.nodes.len() * 8);
+    // Specialising along paths can duplicate shared code for a small gain (DECnet's four
+    // header layouts); when the graph without path facts is smaller, use it.
+    let plain = specialise(&g0, root, false, false, usize::MAX).unwrap_or_else(|| unreachable!());
+    let (g, root) = match specialise(&g0, root, false, true, budget) {
+        Some(spec) if spec.0.nodes.len() <= plain.0.nodes.len() || spec.1 < FIRST => spec,
+        Some(spec) => {
+            let a = emit(&spec.0, spec.1, snaplen)?.linearize().len();
+            let b = emit(&plain.0, plain.1, snaplen)?.linearize().len();
+            if a <= b { spec } else { plain }
+        }
+        None => plain,
+    };
+    if root == REJECT {
+        // Report it only if libpcap's optimiser would see it too.
+        let weak = specialise(&g0, root_of(&g0, pred)?, true, true, budget);
+        if weak.is_none_or(|(_, r)| r == REJECT) {
+            return Err(CompileError::new(CompileErrorKind::RejectsAll));
+        }
+    }
+    emit(&g, root, snaplen)
+}
+
+fn root_of(_g0: &Graph, pred: &Pred) -> Result<Ref, CompileError> {
+    // Rebuild to get the unspecialised root (the graph is deterministic).
+    let mut g = Graph::new();
+    let mut memo = HashMap::new();
+    let r = build(pred, &mut g, &mut memo, pred.root(), ACCEPT, REJECT)?;
+    Ok(r)
+}
+
+/// Emit blocks for the specialised graph, eliding loads of values already in A or X.
+fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
+    let mut cfg = Cfg::default();
+    let accept = cfg.add_shared(Block {
+        stmts: vec![],
+        term: Term::Ret(snaplen),
+    });
+    let reject = cfg.add_shared(Block {
+        stmts: vec![],
+        term: Term::Ret(0),
+    });
+    if root < FIRST {
+        cfg.root = Some(if root == ACCEPT { accept } else { reject });
+        return Ok(cfg);
+    }
+    // Reachable nodes in topological order: successors have smaller refs, so decreasing refs.
+    let mut reach = vec![false; g.nodes.len()];
+    reach[(root - FIRST) as usize] = true;
+    for i in (0..g.nodes.len()).rev() {
+        if reach[i] {
+            let n = g.nodes[i];
+            for s in [n.t, n.f] {
+                if s >= FIRST {
+                    reach[(s - FIRST) as usize] = true;
+                }
+            }
+        }
+    }
+    // Register contents on entry: the common value of all predecessors' exits.
+    let mut a_in: Vec<Option<Holds>> = vec![None; g.nodes.len()];
+    let mut x_in: Vec<Option<Holds>> = vec![None; g.nodes.len()];
+    a_in[(root - FIRST) as usize] = Some(Holds::Unknown);
+    x_in[(root - FIRST) as usize] = Some(Holds::Unknown);
+    let meet = |slot: &mut Option<Holds>, v: Holds| {
+        *slot = Some(match *slot {
+            None => v,
+            Some(old) if old == v => v,
+            Some(_) => Holds::Unknown,
+        });
+    };
+    let mut plans: Vec<Option<(Vec<Insn>, Br)>> = vec![None; g.nodes.len()];
+    let mut vals = ValCompiler::new(0);
+    for i in (0..g.nodes.len()).rev() {
+        if !reach[i] {
+            continue;
+        }
+        let n = g.nodes[i];
+        let (ain, xin) = (
+            a_in[i].unwrap_or(Holds::Unknown),
+            x_in[i].unwrap_or(Holds::Unknown),
+        );
+        let mut stmts = Vec::new();
+        let (br, aout, xout) = match &g.atoms[n.atom as usize] {
+            Atom::Test(t) => {
+                let masked = t.mask != u32::MAX;
+                let has_masked = masked && ain == Holds::Masked(t.field, t.mask);
+                let has_field = ain == Holds::Field(t.field);
+                let mut xout = xin;
+                if !has_field && !has_masked {
+                    match t.field {
+                        Field::Packet {
+                            loc: Loc::Ipv4Payload { nl, off },
+                            size,
+                        } => {
+                            if xin != Holds::Msh(nl) {
+                                stmts.push(Insn::stmt(LDX | B | MSH, nl));
+                            }
+                            stmts
+                                .push(Insn::stmt(LD | size_bits(size) | IND, nl.wrapping_add(off)));
+                            xout = Holds::Msh(nl);
+                        }
+                        Field::Packet {
+                            loc: Loc::Var { reg, off },
+                            size,
+                        } => {
+                            if xin != Holds::Reg(reg) {
+                                stmts.push(Insn::stmt(LDX | W | MEM, u32::from(reg)));
+                            }
+                            stmts.push(Insn::stmt(LD | size_bits(size) | IND, off));
+                            xout = Holds::Reg(reg);
+                        }
+                        Field::Packet {
+                            loc: Loc::VarIpv4Payload { .. },
+                            ..
+                        } => {
+                            stmts.extend(load_field(&t.field));
+                            xout = Holds::Unknown;
+                        }
+                        _ => stmts.extend(load_field(&t.field)),
+                    }
+                }
+                let (br, aout) = if has_masked {
+                    (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
+                } else if masked && t.cmp == Cmp::Eq(0) {
+                    // `and #m; jeq #0` is `jset #m` with the exits swapped; A keeps the field.
+                    (
+                        Br::Jump(JMP | JSET | K, t.mask, true),
+                        Holds::Field(t.field),
+                    )
+                } else if let (true, Cmp::Bits(b)) = (masked, &t.cmp) {
+                    (
+                        Br::Jump(JMP | JSET | K, b & t.mask, false),
+                        Holds::Field(t.field),
+                    )
+                } else if masked {
+                    stmts.push(Insn::stmt(ALU | AND | K, t.mask));
+                    (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
+                } else {
+                    (Br::of(&t.cmp, u32::MAX), Holds::Field(t.field))
+                };
+                (br, aout, xout)
+            }
+            Atom::Rel(a, op, b) => {
+                let (code, k) = vals.relation(a, *op, b, false, &mut stmts)?;
+                (Br::Jump(code, k, false), Holds::Unknown, Holds::Unknown)
+            }
+        };
+        plans[i] = Some((stmts, br));
+        for s in [n.t, n.f] {
+            if s >= FIRST {
+                let j = (s - FIRST) as usize;
+                meet(&mut a_in[j], aout);
+                meet(&mut x_in[j], xout);
+            }
+        }
+    }
+    // Blocks, created successors first.
+    let mut block_of: Vec<Option<BlockId>> = vec![None; g.nodes.len()];
+    let target = |r: Ref, block_of: &Vec<Option<BlockId>>| -> BlockId {
+        match r {
+            ACCEPT => accept,
+            REJECT => reject,
+            r => block_of[(r - FIRST) as usize].unwrap_or(reject),
+        }
+    };
+    for i in 0..g.nodes.len() {
+        if !reach[i] {
+            continue;
+        }
+        let n = g.nodes[i];
+        let (jt, jf) = (target(n.t, &block_of), target(n.f, &block_of));
+        let Some((stmts, br)) = plans[i].take() else {
+            continue;
+        };
+        let id = match br {
+            Br::Jump(code, k, swap) => {
+                let (jt, jf) = if swap { (jf, jt) } else { (jt, jf) };
+                cfg.add_shared(Block {
+                    stmts,
+                    term: Term::Jump { code, k, jt, jf },
+                })
+            }
+            Br::OneOf(vs) => {
+                let mut next = jf;
+                let mut stmts = Some(stmts);
+                for (j, &v) in vs.iter().enumerate().rev() {
+                    let s = if j == 0 {
+                        stmts.take().unwrap_or_default()
+                    } else {
+                        vec![]
+                    };
+                    next = cfg.add_shared(Block {
+                        stmts: s,
+                        term: Term::Jump {
+                            code: JMP | JEQ | K,
+                            k: v,
+                            jt,
+                            jf: next,
+                        },
+                    });
+                }
+                next
+            }
+            Br::Range(lo, hi) => {
+                let upper = cfg.add_shared(Block {
+                    stmts: vec![],
+                    term: Term::Jump {
+                        code: JMP | JGT | K,
+                        k: hi,
+                        jt: jf,
+                        jf: jt,
+                    },
+                });
+                cfg.add_shared(Block {
+                    stmts,
+                    term: Term::Jump {
+                        code: JMP | JGE | K,
+                        k: lo,
+                        jt: upper,
+                        jf,
+                    },
+                })
+            }
+        };
+        block_of[i] = Some(id);
+    }
+    cfg.root = Some(target(root, &block_of));
+    Ok(cfg)
+}

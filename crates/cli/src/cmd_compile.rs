@@ -1,0 +1,80 @@
+//! `netsift compile`: compile a filter expression and print it like `tcpdump -d/-dd/-ddd`, or
+//! print a stage of the compiler (`--dump ast|pred|bpf`).
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::ValueEnum;
+use netsift::bpf::asm;
+
+use crate::expr;
+
+/// What to print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Dump {
+    /// The syntax tree.
+    Ast,
+    /// The Pred IR.
+    Pred,
+    /// The unoptimised and the optimised program, one after the other.
+    Bpf,
+}
+
+/// Flags of `netsift compile`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(flatten)]
+    pub compile: expr::CompileArgs,
+    /// Print the program as `tcpdump -d` (the default).
+    #[arg(short = 'd', action = clap::ArgAction::Count)]
+    d: u8,
+    /// Print a compiler stage instead of the program.
+    #[arg(long, value_enum)]
+    dump: Option<Dump>,
+    /// The filter expression.
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    expr: Vec<String>,
+}
+
+/// Run `netsift compile`.
+pub fn run(mut args: Args) -> Result<ExitCode> {
+    let text = args.expr.join(" ");
+    let ctx = args.compile.context(None)?;
+    match args.dump {
+        Some(Dump::Ast) => {
+            let ast = expr::parse_or_report(&text)?;
+            println!("{ast:#?}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Dump::Pred) => {
+            let pred = expr::lower_or_report(&text, &ctx)?;
+            println!("{pred}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Dump::Bpf) => {
+            for optimize in [false, true] {
+                let p = expr::compile_or_report(&text, &ctx, optimize)?;
+                println!(
+                    "; {} ({} instructions)",
+                    if optimize { "optimised" } else { "unoptimised" },
+                    p.len()
+                );
+                print!("{}", asm::dump(&p, asm::Format::Asm));
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        None => {}
+    }
+    let program = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
+    let format = match args.d {
+        0 | 1 => asm::Format::Asm,
+        2 => asm::Format::C,
+        _ => asm::Format::Decimal,
+    };
+    print!("{}", asm::dump(&program, format));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,930 @@
+//! The lexer: libpcap's `scanner.l`, rule for rule.
+//!
+//! flex picks, at each position, the longest match of any rule, and on equal lengths the rule
+//! listed first. The rules in order: keywords (case sensitive), whitespace, one-character
+//! operators, two-character operators, `$B` (ARCnet address), MAC addresses, numbers, dotted
+//! IPv4 (2 to 4 parts), IPv6 addresses, malformed MAC addresses (`B:+(B:+)+`), named constants
+//! (`tcp-syn`, `icmp-echo`, …), identifiers `[A-Za-z0-9]([-_.A-Za-z0-9]*[.A-Za-z0-9])?`, escaped
+//! identifiers `\name`, and anything else is an error. The consequences are sometimes
+//! surprising and are kept on purpose, because tcpdump users write expressions for libpcap:
+//! `1-1024` is one identifier (what `portrange` needs), so arithmetic needs spaces around `-`;
+//! twelve hex digits are a MAC address; `ipx1` is an identifier, not `ipx` then `1`.
+
+use crate::span::{Error, ErrorKind, Span};
+
+/// A keyword token. Synonyms share a variant (`ether`, `link`, `ppp`… are all [`Kw::Link`]).
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kw {
+    Dst,
+    Src,
+    Link,
+    Arp,
+    Rarp,
+    Ip,
+    Sctp,
+    Tcp,
+    Udp,
+    Icmp,
+    Igmp,
+    Igrp,
+    Pim,
+    Vrrp,
+    Carp,
+    Radio,
+    Ip6,
+    Icmp6,
+    Ah,
+    Esp,
+    Atalk,
+    Aarp,
+    Decnet,
+    Lat,
+    Sca,
+    Moprc,
+    Mopdl,
+    Iso,
+    Esis,
+    Isis,
+    L1,
+    L2,
+    Iih,
+    Lsp,
+    Snp,
+    Csnp,
+    Psnp,
+    Clnp,
+    Stp,
+    Ipx,
+    Netbeui,
+    Host,
+    Net,
+    Mask,
+    Port,
+    Portrange,
+    Proto,
+    Protochain,
+    Gateway,
+    Type,
+    Subtype,
+    Dir,
+    Addr1,
+    Addr2,
+    Addr3,
+    Addr4,
+    Ra,
+    Ta,
+    Less,
+    Greater,
+    Byte,
+    Broadcast,
+    Multicast,
+    And,
+    Or,
+    Not,
+    Len,
+    Inbound,
+    Outbound,
+    Ifindex,
+    Vlan,
+    Mpls,
+    Pppoed,
+    Pppoes,
+    Geneve,
+    Lane,
+    Llc,
+    Metac,
+    Bcc,
+    Oam,
+    Oamf4,
+    Oamf4ec,
+    Oamf4sc,
+    Sc,
+    Ilmic,
+    Vpi,
+    Vci,
+    Connectmsg,
+    Metaconnect,
+    PfIfname,
+    PfRset,
+    PfRnr,
+    PfSrnr,
+    PfReason,
+    PfAction,
+    Fisu,
+    Lssu,
+    Msu,
+    Hfisu,
+    Hlssu,
+    Hmsu,
+    Sio,
+    Opc,
+    Dpc,
+    Sls,
+    Hsio,
+    Hopc,
+    Hdpc,
+    Hsls,
+}
+
+/// Keyword spellings, in scanner order. `&&`, `||` and `!` are handled with the operators.
+const KEYWORDS: &[(&str, Kw)] = &[
+    ("dst", Kw::Dst),
+    ("src", Kw::Src),
+    ("link", Kw::Link),
+    ("ether", Kw::Link),
+    ("ppp", Kw::Link),
+    ("slip", Kw::Link),
+    ("fddi", Kw::Link),
+    ("tr", Kw::Link),
+    ("wlan", Kw::Link),
+    ("arp", Kw::Arp),
+    ("rarp", Kw::Rarp),
+    ("ip", Kw::Ip),
+    ("sctp", Kw::Sctp),
+    ("tcp", Kw::Tcp),
+    ("udp", Kw::Udp),
+    ("icmp", Kw::Icmp),
+    ("igmp", Kw::Igmp),
+    ("igrp", Kw::Igrp),
+    ("pim", Kw::Pim),
+    ("vrrp", Kw::Vrrp),
+    ("carp", Kw::Carp),
+    ("radio", Kw::Radio),
+    ("ip6", Kw::Ip6),
+    ("icmp6", Kw::Icmp6),
+    ("ah", Kw::Ah),
+    ("esp", Kw::Esp),
+    ("atalk", Kw::Atalk),
+    ("aarp", Kw::Aarp),
+    ("decnet", Kw::Decnet),
+    ("lat", Kw::Lat),
+    ("sca", Kw::Sca),
+    ("moprc", Kw::Moprc),
+    ("mopdl", Kw::Mopdl),
+    ("iso", Kw::Iso),
+    ("esis", Kw::Esis),
+    ("es-is", Kw::Esis),
+    ("isis", Kw::Isis),
+    ("is-is", Kw::Isis),
+    ("l1", Kw::L1),
+    ("l2", Kw::L2),
+    ("iih", Kw::Iih),
+    ("lsp", Kw::Lsp),
+    ("snp", Kw::Snp),
+    ("csnp", Kw::Csnp),
+    ("psnp", Kw::Psnp),
+    ("clnp", Kw::Clnp),
+    ("stp", Kw::Stp),
+    ("ipx", Kw::Ipx),
+    ("netbeui", Kw::Netbeui),
+    ("host", Kw::Host),
+    ("net", Kw::Net),
+    ("mask", Kw::Mask),
+    ("port", Kw::Port),
+    ("portrange", Kw::Portrange),
+    ("proto", Kw::Proto),
+    ("protochain", Kw::Protochain),
+    ("gateway", Kw::Gateway),
+    ("type", Kw::Type),
+    ("subtype", Kw::Subtype),
+    ("direction", Kw::Dir),
+    ("dir", Kw::Dir),
+    ("address1", Kw::Addr1),
+    ("addr1", Kw::Addr1),
+    ("address2", Kw::Addr2),
+    ("addr2", Kw::Addr2),
+    ("address3", Kw::Addr3),
+    ("addr3", Kw::Addr3),
+    ("address4", Kw::Addr4),
+    ("addr4", Kw::Addr4),
+    ("ra", Kw::Ra),
+    ("ta", Kw::Ta),
+    ("less", Kw::Less),
+    ("greater", Kw::Greater),
+    ("byte", Kw::Byte),
+    ("broadcast", Kw::Broadcast),
+    ("multicast", Kw::Multicast),
+    ("and", Kw::And),
+    ("&&", Kw::And),
+    ("or", Kw::Or),
+    ("||", Kw::Or),
+    ("not", Kw::Not),
+    ("len", Kw::Len),
+    ("length", Kw::Len),
+    ("inbound", Kw::Inbound),
+    ("outbound", Kw::Outbound),
+    ("ifindex", Kw::Ifindex),
+    ("vlan", Kw::Vlan),
+    ("mpls", Kw::Mpls),
+    ("pppoed", Kw::Pppoed),
+    ("pppoes", Kw::Pppoes),
+    ("geneve", Kw::Geneve),
+    ("lane", Kw::Lane),
+    ("llc", Kw::Llc),
+    ("metac", Kw::Metac),
+    ("bcc", Kw::Bcc),
+    ("oam", Kw::Oam),
+    ("oamf4", Kw::Oamf4),
+    ("oamf4ec", Kw::Oamf4ec),
+    ("oamf4sc", Kw::Oamf4sc),
+    ("sc", Kw::Sc),
+    ("ilmic", Kw::Ilmic),
+    ("vpi", Kw::Vpi),
+    ("vci", Kw::Vci),
+    ("connectmsg", Kw::Connectmsg),
+    ("metaconnect", Kw::Metaconnect),
+    ("on", Kw::PfIfname),
+    ("ifname", Kw::PfIfname),
+    ("rset", Kw::PfRset),
+    ("ruleset", Kw::PfRset),
+    ("rnr", Kw::PfRnr),
+    ("rulenum", Kw::PfRnr),
+    ("srnr", Kw::PfSrnr),
+    ("subrulenum", Kw::PfSrnr),
+    ("reason", Kw::PfReason),
+    ("action", Kw::PfAction),
+    ("fisu", Kw::Fisu),
+    ("lssu", Kw::Lssu),
+    ("lsu", Kw::Lssu),
+    ("msu", Kw::Msu),
+    ("hfisu", Kw::Hfisu),
+    ("hlssu", Kw::Hlssu),
+    ("hmsu", Kw::Hmsu),
+    ("sio", Kw::Sio),
+    ("opc", Kw::Opc),
+    ("dpc", Kw::Dpc),
+    ("sls", Kw::Sls),
+    ("hsio", Kw::Hsio),
+    ("hopc", Kw::Hopc),
+    ("hdpc", Kw::Hdpc),
+    ("hsls", Kw::Hsls),
+];
+
+/// Named numeric constants: they are numbers wherever a number may stand.
+const CONSTANTS: &[(&str, u32)] = &[
+    ("icmptype", 0),
+    ("icmpcode", 1),
+    ("icmp-echoreply", 0),
+    ("icmp-unreach", 3),
+    ("icmp-sourcequench", 4),
+    ("icmp-redirect", 5),
+    ("icmp-echo", 8),
+    ("icmp-routeradvert", 9),
+    ("icmp-routersolicit", 10),
+    ("icmp-timxceed", 11),
+    ("icmp-paramprob", 12),
+    ("icmp-tstamp", 13),
+    ("icmp-tstampreply", 14),
+    ("icmp-ireq", 15),
+    ("icmp-ireqreply", 16),
+    ("icmp-maskreq", 17),
+    ("icmp-maskreply", 18),
+    ("icmp6type", 0),
+    ("icmp6code", 1),
+    ("icmp6-destinationunreach", 1),
+    ("icmp6-packettoobig", 2),
+    ("icmp6-timeexceeded", 3),
+    ("icmp6-parameterproblem", 4),
+    ("icmp6-echo", 128),
+    ("icmp6-echoreply", 129),
+    ("icmp6-multicastlistenerquery", 130),
+    ("icmp6-multicastlistenerreportv1", 131),
+    ("icmp6-multicastlistenerdone", 132),
+    ("icmp6-routersolicit", 133),
+    ("icmp6-routeradvert", 134),
+    ("icmp6-neighborsolicit", 135),
+    ("icmp6-neighboradvert", 136),
+    ("icmp6-redirect", 137),
+    ("icmp6-routerrenum", 138),
+    ("icmp6-nodeinformationquery", 139),
+    ("icmp6-nodeinformationresponse", 140),
+    ("icmp6-ineighbordiscoverysolicit", 141),
+    ("icmp6-ineighbordiscoveryadvert", 142),
+    ("icmp6-multicastlistenerreportv2", 143),
+    ("icmp6-homeagentdiscoveryrequest", 144),
+    ("icmp6-homeagentdiscoveryreply", 145),
+    ("icmp6-mobileprefixsolicit", 146),
+    ("icmp6-mobileprefixadvert", 147),
+    ("icmp6-certpathsolicit", 148),
+    ("icmp6-certpathadvert", 149),
+    ("icmp6-multicastrouteradvert", 151),
+    ("icmp6-multicastroutersolicit", 152),
+    ("icmp6-multicastrouterterm", 153),
+    ("tcpflags", 13),
+    ("tcp-fin", 0x01),
+    ("tcp-syn", 0x02),
+    ("tcp-rst", 0x04),
+    ("tcp-push", 0x08),
+    ("tcp-ack", 0x10),
+    ("tcp-urg", 0x20),
+    ("tcp-ece", 0x40),
+    ("tcp-cwr", 0x80),
+];
+
+/// Operators and punctuation.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    Plus,
+    Minus,
+    Star,
+    Slash,
+    Percent,
+    Colon,
+    LBracket,
+    RBracket,
+    Bang,
+    Lt,
+    Gt,
+    LParen,
+    RParen,
+    Amp,
+    Pipe,
+    Caret,
+    Eq,
+    Ge,
+    Le,
+    Ne,
+    Shl,
+    Shr,
+}
+
+/// One token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Tok {
+    /// A keyword.
+    Kw(Kw),
+    /// An operator (`not` is [`Kw::Not`]; `!` is [`Op::Bang`]).
+    Op(Op),
+    /// A number (decimal, `0x` hexadecimal, `0` octal, or a named constant).
+    Num(u32),
+    /// A dotted IPv4 address of 2 to 4 parts (`10.1`, `192.168.0.1`).
+    Hid(String),
+    /// An IPv6 address.
+    Hid6(String),
+    /// A MAC address.
+    Eid(String),
+    /// An ARCnet address `$xx`.
+    Aid(String),
+    /// A name (or an escaped keyword, without its backslash).
+    Id(String),
+}
+
+/// A token with its position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token {
+    /// What it is.
+    pub tok: Tok,
+    /// Where it is.
+    pub span: Span,
+}
+
+fn is_hex(b: u8) -> bool {
+    b.is_ascii_hexdigit()
+}
+
+/// Pattern elements of the address rules; `ends` maps a set of start positions to the set of
+/// positions where the element can end (the rules are small enough for this NFA-style walk).
+#[derive(Clone, Copy)]
+enum El {
+    /// 1 to `max` hex digits (`B` = 2, `W` = 4).
+    Hex(usize),
+    /// Exactly 4 hex digits (`B2`).
+    Hex4,
+    /// `N`: decimal digits, or `0x`/`0X` and hex digits.
+    Num,
+    /// A literal string.
+    Lit(&'static str),
+}
+
+fn ends(s: &[u8], starts: &[usize], el: El) -> Vec<usize> {
+    let mut out = Vec::new();
+    for &p in starts {
+        match el {
+            El::Hex(max) => {
+                let mut q = p;
+                while q < s.len() && q - p < max && is_hex(s[q]) {
+                    q += 1;
+                    out.push(q);
+                }
+            }
+            El::Hex4 => {
+                if p + 4 <= s.len() && s[p..p + 4].iter().all(|&b| is_hex(b)) {
+                    out.push(p + 4);
+                }
+            }
+            El::Num => {
+                let mut q = p;
+                while q < s.len() && s[q].is_ascii_digit() {
+                    q += 1;
+                    out.push(q);
+                }
+                if p + 2 < s.len() && s[p] == b'0' && (s[p + 1] == b'x' || s[p + 1] == b'X') {
+                    let mut q = p + 2;
+                    while q < s.len() && is_hex(s[q]) {
+                        q += 1;
+                        out.push(q);
+                    }
+                }
+            }
+            El::Lit(l) => {
+                if s[p..].starts_with(l.as_bytes()) {
+                    out.push(p + l.len());
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Longest match of a sequence of elements at `at`, or 0.
+fn seq(s: &[u8], at: usize, els: &[El]) -> usize {
+    let mut cur = vec![at];
+    for &el in els {
+        cur = ends(s, &cur, el);
+        if cur.is_empty() {
+            return 0;
+        }
+    }
+    cur.last().map_or(0, |e| e - at)
+}
+
+/// Longest match of the `MAC` rule.
+fn mac_len(s: &[u8], at: usize) -> usize {
+    let b = El::Hex(2);
+    let sep = |c: &'static str| {
+        [
+            b,
+            El::Lit(c),
+            b,
+            El::Lit(c),
+            b,
+            El::Lit(c),
+            b,
+            El::Lit(c),
+            b,
+            El::Lit(c),
+            b,
+        ]
+    };
+    [
+        seq(s, at, &sep(":")),
+        seq(s, at, &sep("-")),
+        seq(s, at, &sep(".")),
+        seq(
+            s,
+            at,
+            &[El::Hex4, El::Lit("."), El::Hex4, El::Lit("."), El::Hex4],
+        ),
+        seq(s, at, &[El::Hex4, El::Hex4, El::Hex4]),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+}
+
+/// Longest match of the dotted IPv4 rule (`N.N`, `N.N.N`, `N.N.N.N`).
+fn hid_len(s: &[u8], at: usize) -> usize {
+    let n = El::Num;
+    let d = El::Lit(".");
+    [
+        seq(s, at, &[n, d, n]),
+        seq(s, at, &[n, d, n, d, n]),
+        seq(s, at, &[n, d, n, d, n, d, n]),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+}
+
+/// Longest match of the `V6` rule: 8 groups; or `::` with 0 to 7 groups around it; or 6
+/// groups (with or without `::`, 0 to 6 around it) followed by a dotted quad.
+fn v6_len(s: &[u8], at: usize) -> usize {
+    let w = El::Hex(4);
+    let groups = |n: usize| -> Vec<El> {
+        let mut v = Vec::new();
+        for i in 0..n {
+            if i > 0 {
+                v.push(El::Lit(":"));
+            }
+            v.push(w);
+        }
+        v
+    };
+    let quad = [
+        El::Num,
+        El::Lit("."),
+        El::Num,
+        El::Lit("."),
+        El::Num,
+        El::Lit("."),
+        El::Num,
+    ];
+    let mut best = 0;
+    // V680
+    best = best.max(seq(s, at, &groups(8)));
+    // V6n with '::': n groups in all, i before the '::'.
+    for n in 0..=7 {
+        for before in 0..=n {
+            let mut p = groups(before);
+            p.push(El::Lit("::"));
+            p.extend(groups(n - before));
+            best = best.max(seq(s, at, &p));
+        }
+    }
+    // V6604: six groups, ':' and a dotted quad.
+    let mut p = groups(6);
+    p.push(El::Lit(":"));
+    p.extend(quad);
+    best = best.max(seq(s, at, &p));
+    // V6n4 with '::', n = 0..=5 groups, then the quad (after ':' when groups follow '::').
+    for n in 0..=5 {
+        for before in 0..=n {
+            let after = n - before;
+            let mut p = groups(before);
+            p.push(El::Lit("::"));
+            p.extend(groups(after));
+            if after > 0 {
+                p.push(El::Lit(":"));
+            }
+            p.extend(quad);
+            best = best.max(seq(s, at, &p));
+        }
+    }
+    best
+}
+
+/// Longest match of `{B}:+({B}:+)+` (a malformed MAC address).
+fn bogus_mac_len(s: &[u8], at: usize) -> usize {
+    // B then one or more ':' — at least twice; ends after colons.
+    let mut best = 0;
+    let mut starts = vec![at];
+    let mut rounds = 0;
+    loop {
+        let after_b = ends(s, &starts, El::Hex(2));
+        let mut after_colons = Vec::new();
+        for &p in &after_b {
+            let mut q = p;
+            while q < s.len() && s[q] == b':' {
+                q += 1;
+                after_colons.push(q);
+            }
+        }
+        after_colons.sort_unstable();
+        after_colons.dedup();
+        if after_colons.is_empty() {
+            break;
+        }
+        rounds += 1;
+        if rounds >= 2 {
+            best = best.max(after_colons.last().copied().unwrap_or(0) - at);
+        }
+        starts = after_colons;
+        if rounds > s.len() {
+            break;
+        }
+    }
+    best
+}
+
+/// Longest match of the identifier rule.
+fn id_len(s: &[u8], at: usize) -> usize {
+    if at >= s.len() || !s[at].is_ascii_alphanumeric() {
+        return 0;
+    }
+    let mut end = at + 1;
+    let mut q = at + 1;
+    while q < s.len() && (s[q].is_ascii_alphanumeric() || matches!(s[q], b'-' | b'_' | b'.')) {
+        q += 1;
+        if s[q - 1].is_ascii_alphanumeric() || s[q - 1] == b'.' {
+            end = q;
+        }
+    }
+    end - at
+}
+
+/// Longest literal of `table` that starts at `at`.
+fn literal_len<T: Copy>(s: &[u8], at: usize, table: &[(&str, T)]) -> Option<(usize, T)> {
+    let mut best: Option<(usize, T)> = None;
+    for &(word, v) in table {
+        if s[at..].starts_with(word.as_bytes()) && best.is_none_or(|(l, _)| word.len() > l) {
+            best = Some((word.len(), v));
+        }
+    }
+    best
+}
+
+/// Convert a `N` token as libpcap's `stou` does: `0x` hex, leading `0` octal, else decimal;
+/// 32-bit overflow and non-octal digits are errors.
+fn stou(text: &str) -> Result<u32, String> {
+    let overflow = || format!("number {text} overflows 32 bits");
+    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        let mut n: u32 = 0;
+        for c in hex.chars() {
+            if n > 0x0fff_ffff {
+                return Err(overflow());
+            }
+            n = (n << 4) + c.to_digit(16).unwrap_or(0);
+        }
+        Ok(n)
+    } else if let Some(oct) = text.strip_prefix('0') {
+        let mut n: u32 = 0;
+        for c in oct.chars() {
+            let Some(d) = c.to_digit(8) else {
+                return Err(format!("number {text} contains non-octal digit"));
+            };
+            if n > 0o3777777777 {
+                return Err(overflow());
+            }
+            n = (n << 3) + d;
+        }
+        Ok(n)
+    } else {
+        let mut n: u32 = 0;
+        for c in text.chars() {
+            let d = c.to_digit(10).unwrap_or(0);
+            if n > 429_496_729 || (n == 429_496_729 && d > 5) {
+                return Err(overflow());
+            }
+            n = n * 10 + d;
+        }
+        Ok(n)
+    }
+}
+
+/// Split `src` into tokens.
+pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
+    let s = src.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    let err = |msg: String, span: Span| Err(Error::new(ErrorKind::Lexical, msg, Some(span), src));
+    while at < s.len() {
+        let c = s[at];
+        if matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
+            at += 1;
+            continue;
+        }
+        // Candidates in scanner order: (length, rule index). Longest wins; ties go to the
+        // earlier rule.
+        let kw = literal_len(s, at, KEYWORDS);
+        let op1 = if b"+-*/%:[]!<>()&|^=".contains(&c) {
+            1
+        } else {
+            0
+        };
+        let op2 = [">=", "<=", "!=", "==", "<<", ">>"]
+            .iter()
+            .position(|o| s[at..].starts_with(o.as_bytes()));
+        let aid = if c == b'$' {
+            seq(s, at + 1, &[El::Hex(2)])
+                .checked_add(1)
+                .filter(|&l| l > 1)
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        // Address rules can only start with a hex digit or a colon.
+        let hexish = is_hex(c) || c == b':';
+        let mac = if hexish { mac_len(s, at) } else { 0 };
+        let num = if c.is_ascii_digit() {
+            seq(s, at, &[El::Num])
+        } else {
+            0
+        };
+        let hid = if c.is_ascii_digit() {
+            hid_len(s, at)
+        } else {
+            0
+        };
+        let v6 = if hexish { v6_len(s, at) } else { 0 };
+        let bogus = if is_hex(c) { bogus_mac_len(s, at) } else { 0 };
+        let constant = literal_len(s, at, CONSTANTS);
+        let id = id_len(s, at);
+        let esc = if c == b'\\' {
+            let n = s[at + 1..]
+                .iter()
+                .take_while(|&&b| !matches!(b, b' ' | b'!' | b'(' | b')' | b'\n' | b'\t'))
+                .count();
+            if n > 0 { n + 1 } else { 0 }
+        } else {
+            0
+        };
+        let candidates = [
+            kw.map_or(0, |(l, _)| l),
+            op1,
+            op2.map_or(0, |_| 2),
+            aid,
+            mac,
+            num,
+            hid,
+            v6,
+            bogus,
+            constant.map_or(0, |(l, _)| l),
+            id,
+            esc,
+        ];
+        let (rule, len) =
+            candidates
+                .iter()
+                .enumerate()
+                .fold(
+                    (usize::MAX, 0),
+                    |(br, bl), (r, &l)| if l > bl { (r, l) } else { (br, bl) },
+                );
+        let span = Span::new(at, at + len.max(1));
+        if len == 0 {
+            // flex's `.` rule: one byte (or one UTF-8 character) that nothing accepts.
+            let ch = src[at..].chars().next().unwrap_or('?');
+            return err(
+                format!("unexpected character '{}'", ch.escape_default()),
+                Span::new(at, at + ch.len_utf8()),
+            );
+        }
+        let text = &src[at..at + len];
+        let tok = match rule {
+            0 => Tok::Kw(kw.map(|(_, k)| k).unwrap_or(Kw::And)),
+            1 => Tok::Op(match c {
+                b'+' => Op::Plus,
+                b'-' => Op::Minus,
+                b'*' => Op::Star,
+                b'/' => Op::Slash,
+                b'%' => Op::Percent,
+                b':' => Op::Colon,
+                b'[' => Op::LBracket,
+                b']' => Op::RBracket,
+                b'!' => Op::Bang,
+                b'<' => Op::Lt,
+                b'>' => Op::Gt,
+                b'(' => Op::LParen,
+                b')' => Op::RParen,
+                b'&' => Op::Amp,
+                b'|' => Op::Pipe,
+                b'^' => Op::Caret,
+                _ => Op::Eq,
+            }),
+            2 => Tok::Op(match op2 {
+                Some(0) => Op::Ge,
+                Some(1) => Op::Le,
+                Some(2) => Op::Ne,
+                Some(3) => Op::Eq,
+                Some(4) => Op::Shl,
+                _ => Op::Shr,
+            }),
+            3 => Tok::Aid(text.to_owned()),
+            4 => Tok::Eid(text.to_owned()),
+            5 => match stou(text) {
+                Ok(n) => Tok::Num(n),
+                Err(m) => return err(m, span),
+            },
+            6 => Tok::Hid(text.to_owned()),
+            7 => {
+                if text.parse::<std::net::Ipv6Addr>().is_err() {
+                    return err(format!("bogus IPv6 address {text}"), span);
+                }
+                Tok::Hid6(text.to_owned())
+            }
+            8 => return err(format!("bogus ethernet address {text}"), span),
+            9 => Tok::Num(constant.map_or(0, |(_, v)| v)),
+            10 => Tok::Id(text.to_owned()),
+            _ => Tok::Id(text[1..].to_owned()),
+        };
+        // `&&` and `||` are keyword spellings of and/or (rule 0 matched 2 bytes); a lone `&`
+        // or `|` is an operator.
+        out.push(Token { tok, span });
+        at += len;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(s: &str) -> Vec<Tok> {
+        tokenize(s).unwrap().into_iter().map(|t| t.tok).collect()
+    }
+
+    fn lex_err(s: &str) -> String {
+        tokenize(s).unwrap_err().message().to_owned()
+    }
+
+    #[test]
+    fn keywords_and_identifiers() {
+        assert_eq!(toks("ip"), vec![Tok::Kw(Kw::Ip)]);
+        assert_eq!(toks("ipx1"), vec![Tok::Id("ipx1".into())]);
+        assert_eq!(toks("IP"), vec![Tok::Id("IP".into())]);
+        assert_eq!(toks("es-is"), vec![Tok::Kw(Kw::Esis)]);
+        assert_eq!(toks("tcp-syn"), vec![Tok::Num(2)]);
+        assert_eq!(toks("tcp-syn1"), vec![Tok::Id("tcp-syn1".into())]);
+        assert_eq!(toks("1-1024"), vec![Tok::Id("1-1024".into())]);
+        assert_eq!(
+            toks("foo-"),
+            vec![Tok::Id("foo".into()), Tok::Op(Op::Minus)]
+        );
+        assert_eq!(toks("\\tcp"), vec![Tok::Id("tcp".into())]);
+        assert_eq!(
+            toks("a && b || !c"),
+            vec![
+                Tok::Id("a".into()),
+                Tok::Kw(Kw::And),
+                Tok::Id("b".into()),
+                Tok::Kw(Kw::Or),
+                Tok::Op(Op::Bang),
+                Tok::Id("c".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(
+            toks("80 0x50 0120"),
+            vec![Tok::Num(80), Tok::Num(80), Tok::Num(80)]
+        );
+        assert_eq!(toks("4294967295"), vec![Tok::Num(u32::MAX)]);
+        assert_eq!(lex_err("4294967296"), "number 4294967296 overflows 32 bits");
+        assert_eq!(
+            lex_err("0x100000000"),
+            "number 0x100000000 overflows 32 bits"
+        );
+        assert_eq!(lex_err("port 08"), "number 08 contains non-octal digit");
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(toks("10.1"), vec![Tok::Hid("10.1".into())]);
+        assert_eq!(toks("1.2.3.4"), vec![Tok::Hid("1.2.3.4".into())]);
+        assert_eq!(toks("1.2.3.4.5.6"), vec![Tok::Eid("1.2.3.4.5.6".into())]);
+        assert_eq!(
+            toks("aa:bb:cc:dd:ee:ff"),
+            vec![Tok::Eid("aa:bb:cc:dd:ee:ff".into())]
+        );
+        assert_eq!(
+            toks("abcd.ef00.0003"),
+            vec![Tok::Eid("abcd.ef00.0003".into())]
+        );
+        assert_eq!(toks("123456789012"), vec![Tok::Eid("123456789012".into())]);
+        assert_eq!(toks("fe80::1"), vec![Tok::Hid6("fe80::1".into())]);
+        assert_eq!(toks("::"), vec![Tok::Hid6("::".into())]);
+        assert_eq!(
+            toks("::ffff:1.2.3.4"),
+            vec![Tok::Hid6("::ffff:1.2.3.4".into())]
+        );
+        assert_eq!(
+            toks("fe80::/10"),
+            vec![Tok::Hid6("fe80::".into()), Tok::Op(Op::Slash), Tok::Num(10)]
+        );
+        assert_eq!(toks("$1f"), vec![Tok::Aid("$1f".into())]);
+        assert_eq!(
+            lex_err("1:2:3:4:5:6:7"),
+            "bogus ethernet address 1:2:3:4:5:6:"
+        );
+        assert_eq!(
+            lex_err("ab:cd:ef:0g:00:00"),
+            "bogus ethernet address ab:cd:ef:"
+        );
+        assert_eq!(
+            lex_err("::ffff:1.2.3.999"),
+            "bogus IPv6 address ::ffff:1.2.3.999"
+        );
+    }
+
+    #[test]
+    fn operators_and_bad_characters() {
+        assert_eq!(
+            toks("ip[0:2]>=5"),
+            vec![
+                Tok::Kw(Kw::Ip),
+                Tok::Op(Op::LBracket),
+                Tok::Num(0),
+                Tok::Op(Op::Colon),
+                Tok::Num(2),
+                Tok::Op(Op::RBracket),
+                Tok::Op(Op::Ge),
+                Tok::Num(5)
+            ]
+        );
+        assert_eq!(
+            toks("a == b != c << d >> e"),
+            vec![
+                Tok::Id("a".into()),
+                Tok::Op(Op::Eq),
+                Tok::Id("b".into()),
+                Tok::Op(Op::Ne),
+                Tok::Id("c".into()),
+                Tok::Op(Op::Shl),
+                Tok::Id("d".into()),
+                Tok::Op(Op::Shr),
+                Tok::Id("e".into())
+            ]
+        );
+        let e = tokenize("tcp @ 80").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unexpected character '@'\n  tcp @ 80\n      ^"
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! Byte spans into the filter expression, and errors that point at them.
+
+use std::fmt;
+
+/// A byte range `start..end` of the expression text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+}
+
+impl Span {
+    /// The span `start..end`.
+    pub const fn new(start: usize, end: usize) -> Span {
+        Span { start, end }
+    }
+
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// What kind of problem an [`Error`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A character or token that no rule accepts (libpcap's scanner errors).
+    Lexical,
+    /// The tokens do not form an expression (libpcap's "syntax error").
+    Syntax,
+    /// The expression is well formed but means nothing on this link type, or names something
+    /// unknown (an unknown host, port or protocol, a bad qualifier, a value out of range…).
+    Semantic,
+    /// The expression is too deeply nested or too large.
+    Limit,
+    /// The filter can never accept a packet (libpcap's "expression rejects all packets").
+    RejectsAll,
+}
+
+/// An error in a filter expression: what is wrong and where.
+///
+/// `Display` renders the message, then the expression with a caret line under the offending
+/// part (when the error has a position):
+///
+/// ```text
+/// unknown port 'htp'
+///   tcp port htp
+///            ^^^
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    message: String,
+    span: Option<Span>,
+    source: String,
+}
+
+impl Error {
+    /// An error of `kind` with `message`, pointing at `span` of `source`.
+    pub fn new(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        span: Option<Span>,
+        source: &str,
+    ) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+            span,
+            source: source.to_owned(),
+        }
+    }
+
+    /// The kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message, without the expression and caret.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Where in the expression, if known.
+    pub fn span(&self) -> Option<Span> {
+        self.span
+    }
+
+    /// The expression the error is about.
+    pub fn expression(&self) -> &str {
+        &self.source
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message.trim_end())?;
+        let Some(span) = self.span else {
+            return Ok(());
+        };
+        // One line of context; tabs and newlines in the expression become spaces so that the
+        // caret lines up.
+        let line: String = self
+            .source
+            .chars()
+            .map(|c| if c.is_whitespace() { ' ' } else { c })
+            .collect();
+        let start = span.start.min(self.source.len());
+        let end = span.end.clamp(start, self.source.len());
+        let col = self.source[..start].chars().count();
+        let width = self.source[start..end].chars().count().max(1);
+        write!(f, "\n  {line}\n  {}{}", " ".repeat(col), "^".repeat(width))
+    }
+}
+
+impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caret_under_the_span() {
+        let e = Error::new(
+            ErrorKind::Semantic,
+            "unknown port 'htp'",
+            Some(Span::new(9, 12)),
+            "tcp port htp",
+        );
+        assert_eq!(
+            e.to_string(),
+            "unknown port 'htp'\n  tcp port htp\n           ^^^"
+        );
+        let e = Error::new(
+            ErrorKind::Syntax,
+            "unexpected end",
+            Some(Span::new(8, 8)),
+            "tcp port",
+        );
+        assert_eq!(e.to_string(), "unexpected end\n  tcp port\n          ^");
+        let e = Error::new(
+            ErrorKind::RejectsAll,
+            "expression rejects all packets",
+            None,
+            "ip and arp",
+        );
+        assert_eq!(e.to_string(), "expression rejects all packets");
+    }
+}

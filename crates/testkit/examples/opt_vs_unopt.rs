@@ -1,0 +1,65 @@
+//! How often libpcap's own optimised and unoptimised programs disagree on the shared corpus.
+use netsift_testkit::{data, oracle};
+use std::collections::BTreeMap;
+
+fn main() {
+    let mut by_dlt: BTreeMap<i32, Vec<(Vec<u8>, u32)>> = BTreeMap::new();
+    for path in data::tcpdump_captures()
+        .iter()
+        .chain(data::libpcap_captures().iter())
+    {
+        let Ok(cap) = oracle::read_capture(path) else {
+            continue;
+        };
+        by_dlt
+            .entry(cap.dlt)
+            .or_default()
+            .extend(cap.packets.into_iter().map(|p| (p.data, p.wire_len)));
+    }
+    let mut exprs: Vec<(String, String)> = Vec::new();
+    for r in data::libpcap_table("accept.tsv") {
+        exprs.push((r.get("dlt").to_string(), r.get("expr").to_string()));
+    }
+    for r in data::libpcap_table("apply.tsv") {
+        exprs.push(("*".into(), r.get("expr").to_string()));
+    }
+    exprs.sort();
+    exprs.dedup();
+    let (mut total, mut diff_exprs) = (0u64, 0);
+    for name in [
+        "EN10MB",
+        "RAW",
+        "LINUX_SLL",
+        "LINUX_SLL2",
+        "NULL",
+        "LOOP",
+        "IPV4",
+        "IPV6",
+    ] {
+        let dlt = oracle::dlt_from_name(name).unwrap();
+        let pk = by_dlt.get(&dlt).cloned().unwrap_or_default();
+        for (d, e) in &exprs {
+            if d != name && d != "*" {
+                continue;
+            }
+            let (Ok(o), Ok(u)) = (
+                oracle::compile(dlt, 262144, e, true),
+                oracle::compile(dlt, 262144, e, false),
+            ) else {
+                continue;
+            };
+            let mut nd = 0;
+            for (p, l) in &pk {
+                total += 1;
+                if oracle::filter(&o, p, *l) != oracle::filter(&u, p, *l) {
+                    nd += 1;
+                }
+            }
+            if nd > 0 {
+                diff_exprs += 1;
+                println!("{name} {e:?}: {nd} packets differ");
+            }
+        }
+    }
+    println!("total verdict pairs {total}, expressions with differences {diff_exprs}");
+}
