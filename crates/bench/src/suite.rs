@@ -10,10 +10,16 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 1] = [(
-    "interp",
-    "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
-)];
+pub const SUITES: [(&str, &str); 2] = [
+    (
+        "interp",
+        "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
+    ),
+    (
+        "compile",
+        "filter compiler (parse, lower, optimise) against libpcap's pcap_compile",
+    ),
+];
 
 /// Median time per packet, in nanoseconds, of `run` over `packets`, from `samples` samples of
 /// about 5 ms each.
@@ -47,6 +53,7 @@ pub fn ns_per_packet<P>(packets: &[P], samples: usize, mut run: impl FnMut(&P) -
 pub fn run(name: &str) -> Result<String, String> {
     match name {
         "interp" => interp(),
+        "compile" => compile(),
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
             SUITES.map(|(n, _)| n).join(", ")
@@ -100,6 +107,71 @@ fn interp() -> Result<String, String> {
             base,
             mine,
             base / mine
+        );
+    }
+    Ok(out)
+}
+
+/// Compile `expr` with netsift (optimised, Ethernet), returning the instruction count.
+pub fn netsift_compile(expr: &str) -> Result<usize, String> {
+    let ctx = netsift_lang::Context::new(netsift_capture::LinkType::ETHERNET);
+    let pred = netsift_lang::compile(expr, &ctx).map_err(|e| e.to_string())?;
+    let p = netsift_bpf::compile::compile(&pred, &netsift_bpf::compile::Options::default())
+        .map_err(|e| e.to_string())?;
+    Ok(p.len())
+}
+
+/// Median time of `f` in microseconds over `samples` runs of about 10 ms each.
+fn us_per_call(samples: usize, mut f: impl FnMut() -> usize) -> f64 {
+    let start = Instant::now();
+    let mut sink = f();
+    let one = start.elapsed().as_secs_f64().max(1e-7);
+    let reps = ((0.01 / one).ceil() as usize).max(1);
+    let mut times: Vec<f64> = (0..samples)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..reps {
+                sink = sink.wrapping_add(f());
+            }
+            t.elapsed().as_secs_f64() * 1e6 / reps as f64
+        })
+        .collect();
+    std::hint::black_box(sink);
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// The compile suite.
+fn compile() -> Result<String, String> {
+    let lib = Libpcap::load()?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "suite compile: optimised, Ethernet, baseline {}\n",
+        lib.version()
+    );
+    let _ = writeln!(
+        out,
+        "{:<12} {:>13} {:>13} {:>12} {:>12} {:>8}",
+        "filter", "libpcap insns", "netsift insns", "libpcap us", "netsift us", "speedup"
+    );
+    for f in workload::compile_filters() {
+        let theirs = lib.compile(1, 262_144, &f.expr, true)?.program().len();
+        let mine = netsift_compile(&f.expr)?;
+        let base = us_per_call(9, || {
+            lib.compile(1, 262_144, &f.expr, true)
+                .map_or(0, |p| p.program().len())
+        });
+        let ours = us_per_call(9, || netsift_compile(&f.expr).unwrap_or(0));
+        let _ = writeln!(
+            out,
+            "{:<12} {:>13} {:>13} {:>12.1} {:>12.1} {:>7.2}x",
+            f.name,
+            theirs,
+            mine,
+            base,
+            ours,
+            base / ours
         );
     }
     Ok(out)

@@ -66,6 +66,23 @@ pub fn interp_filters() -> Vec<NamedFilter> {
     ]
 }
 
+/// The filters of the compile benchmark: the Swift paper's Table 5 filters 1 to 6 and a
+/// 200-host `host A or host B or …`.
+pub fn compile_filters() -> Vec<NamedFilter> {
+    let mut v: Vec<NamedFilter> = interp_filters()
+        .into_iter()
+        .filter(|f| f.name.starts_with("swift") || f.name == "accept-all" || f.name == "ip")
+        .collect();
+    let hosts: Vec<String> = (0..200)
+        .map(|i| format!("host 10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256))
+        .collect();
+    v.push(NamedFilter {
+        name: "200 hosts",
+        expr: hosts.join(" or "),
+    });
+    v
+}
+
 /// A reproducible gateway-like mix of `count` Ethernet packets cut to [`SNAPLEN`] bytes: mostly
 /// TCP (web, mail, IMAP, SSH and high ports) and UDP (DNS, high ports) over IPv4 between private
 /// and public networks, some IPv6, ICMP, ARP and VLAN-tagged frames; a few packets touch the

@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use netsift::bpf::Filter;
-use netsift::capture::{CaptureReader, Packet};
+use netsift::bpf::{Filter, Rules};
+use netsift::capture::{CaptureReader, LinkType, Packet};
+use netsift::lang::Context as FilterContext;
 
-use crate::{output, program, sample};
+use crate::{expr, output, sample};
 
 /// Flags of `netsift demo`.
 #[derive(clap::Args, Debug)]
@@ -21,20 +22,16 @@ pub struct Args {
     write_sample: Option<PathBuf>,
 }
 
-/// The demo's filters: a name and a classic BPF program in `tcpdump -d` form. The programs are
-/// what libpcap 1.10.3 compiles (optimised, EN10MB, snap length 262144) from the expression in
-/// each file's first-line comment.
-const FILTERS: [(&str, &str); 7] = [
-    ("ip or ip6", include_str!("../demo/0-ip_or_ip6.bpf")),
-    ("tcp port 80", include_str!("../demo/1-tcp_port_80.bpf")),
-    ("udp port 53", include_str!("../demo/2-udp_port_53.bpf")),
-    (
-        "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack = 0",
-        include_str!("../demo/3-tcp_tcpflags_tcp_syn_0_and_tcp_tcpflags_tcp_ack_0.bpf"),
-    ),
-    ("vlan", include_str!("../demo/4-vlan.bpf")),
-    ("icmp or icmp6", include_str!("../demo/5-icmp_or_icmp6.bpf")),
-    ("arp", include_str!("../demo/6-arp.bpf")),
+/// The demo's filters, compiled by netsift for the sample's link type (Ethernet).
+const FILTERS: [&str; 8] = [
+    "ip or ip6",
+    "tcp port 80",
+    "udp port 53",
+    "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack = 0",
+    "vlan 100 and udp port 514",
+    "icmp or icmp6",
+    "arp",
+    "src host 198.18.0.80 and tcp[tcpflags] & tcp-rst != 0",
 ];
 
 /// Run `netsift demo`.
@@ -60,16 +57,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
     )?;
     writeln!(
         out,
-        "{:<62} {:>8} {:>9} {:>8}",
-        "filter", "packets", "bytes", "ns/pkt"
+        "{:<62} {:>5} {:>8} {:>9} {:>8}",
+        "filter", "insns", "packets", "bytes", "ns/pkt"
     )?;
     let mut firsts = Vec::new();
-    for (expr, text) in FILTERS {
-        let filter = program::from_text(text)
-            .with_context(|| format!("the demo program for `{expr}` is invalid"))?;
+    let ctx = FilterContext::new(LinkType::ETHERNET);
+    for expr in FILTERS {
+        let program = expr::compile_or_report(expr, &ctx, true)?;
+        let insns = program.len();
+        let filter = Filter::new(program, Rules::Libpcap)?;
         let (matched, bytes) = count(&filter, &packets);
         let ns = time_per_packet(&filter, &packets);
-        writeln!(out, "{expr:<62} {matched:>8} {bytes:>9} {ns:>8.1}")?;
+        writeln!(
+            out,
+            "{expr:<62} {insns:>5} {matched:>8} {bytes:>9} {ns:>8.1}"
+        )?;
         if firsts.len() < 2 && matched > 0 && expr.starts_with("tcp") {
             firsts.push((expr, filter));
         }
@@ -86,7 +88,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     writeln!(
         out,
-        "\nTry it on the sample yourself:\n  netsift demo --write-sample demo.pcap && netsift filter -r demo.pcap"
+        "\nTry it on the sample yourself:\n  netsift demo --write-sample demo.pcap\n  netsift filter -r demo.pcap 'tcp port 80'\n  netsift compile 'tcp port 80'"
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -18,7 +18,7 @@ use anyhow::{Context, Result, bail};
 use netsift::bpf::Filter;
 use netsift::capture::{CaptureReader, LinkType, PacketRef, PcapWriter, PcapngWriter, Precision};
 
-use crate::{output, program};
+use crate::{expr, output, program};
 
 /// Flags of `netsift filter`.
 #[derive(clap::Args, Debug)]
@@ -38,8 +38,14 @@ pub struct Args {
     /// Stop after N accepted packets.
     #[arg(short = 'c', value_name = "N")]
     count: Option<u64>,
+    #[command(flatten)]
+    compile: expr::CompileArgs,
     /// A filter expression (tcpdump syntax).
-    #[arg(value_name = "EXPR", trailing_var_arg = true)]
+    #[arg(
+        value_name = "EXPR",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     expr: Vec<String>,
 }
 
@@ -100,20 +106,34 @@ impl Sink {
 }
 
 /// Run `netsift filter`.
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(mut args: Args) -> Result<ExitCode> {
     if !args.expr.is_empty() && args.program.is_some() {
         bail!("give either a filter expression or --program, not both");
     }
+    let mut reader = CaptureReader::open(&args.read)
+        .with_context(|| format!("cannot read {}", args.read.display()))?;
     let filter: Filter = match (&args.program, args.expr.is_empty()) {
         (Some(path), _) => program::load(path)?,
         (None, true) => program::accept_all(),
-        (None, false) => bail!(
-            "filter expressions are not supported yet; compile one with `tcpdump -ddd EXPR` and \
-             pass it with --program"
-        ),
+        (None, false) => {
+            // Compiled as `tcpdump -r FILE EXPR` compiles it: the file's link type and snap
+            // length, and libpcap's savefile meanings.
+            let text = args.expr.join(" ");
+            let swapped = match reader.format() {
+                netsift::capture::Format::Pcap { byte_order, .. }
+                | netsift::capture::Format::Pcapng { byte_order, .. } => {
+                    (byte_order == netsift::capture::ByteOrder::Little)
+                        != cfg!(target_endian = "little")
+                }
+                _ => false,
+            };
+            let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
+            let snap = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
+            let ctx = args.compile.context(Some((lt, snap, swapped)))?;
+            let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
+            Filter::new(prog, netsift::bpf::Rules::Libpcap)?
+        }
     };
-    let mut reader = CaptureReader::open(&args.read)
-        .with_context(|| format!("cannot read {}", args.read.display()))?;
     let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
     let precision = match reader.format() {
         netsift::capture::Format::Pcap { precision, .. } => precision,

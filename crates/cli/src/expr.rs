@@ -87,6 +87,6 @@ pub fn compile_or_report(text: &str, ctx: &Context, optimize: bool) -> Result<Pr
         },
     ) {
         Ok(p) => Ok(p),
-        Err(e) => bail!("{e}\n  {text}"),
+        Err(e) => bail!("{e}"),
     }
 }

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use netsift::bpf::{Filter, Program, Rules, asm};
+use netsift::bpf::{Filter, Rules, asm};
 
 /// libpcap's default snap length, returned by the accept-all program of an empty expression.
 pub const DEFAULT_SNAPLEN: u32 = 262_144;
@@ -24,10 +24,4 @@ pub fn load(path: &Path) -> Result<Filter> {
 /// The filter that accepts every packet whole (`ret #262144`, what libpcap compiles from "").
 pub fn accept_all() -> Filter {
     Filter::accept_all(DEFAULT_SNAPLEN)
-}
-
-/// Parse program text (for programs embedded in the binary).
-pub fn from_text(text: &str) -> Result<Filter> {
-    let program: Program = asm::parse_any(text)?;
-    Ok(Filter::new(program, Rules::Libpcap)?)
 }

@@ -10,6 +10,7 @@
 //! `1-1024` is one identifier (what `portrange` needs), so arithmetic needs spaces around `-`;
 //! twelve hex digits are a MAC address; `ipx1` is an identifier, not `ipx` then `1`.
 
+use crate::fxhash::FxHashMap;
 use crate::span::{Error, ErrorKind, Span};
 
 /// A keyword token. Synonyms share a variant (`ether`, `link`, `ppp`… are all [`Kw::Link`]).
@@ -398,62 +399,81 @@ enum El {
     Lit(&'static str),
 }
 
-fn ends(s: &[u8], starts: &[usize], el: El) -> Vec<usize> {
-    let mut out = Vec::new();
-    for &p in starts {
+/// Sets of end offsets (relative to the token start) as bitmasks: tokens longer than 127 bytes
+/// never match the address rules, which keeps matching allocation-free.
+type Ends = u128;
+const WINDOW: usize = 127;
+
+fn ends(s: &[u8], at: usize, starts: Ends, el: El) -> Ends {
+    let mut out: Ends = 0;
+    let byte = |i: usize| s.get(at + i).copied();
+    let mut m = starts;
+    while m != 0 {
+        let p = m.trailing_zeros() as usize;
+        m &= m - 1;
         match el {
             El::Hex(max) => {
                 let mut q = p;
-                while q < s.len() && q - p < max && is_hex(s[q]) {
+                while q < WINDOW && q - p < max && byte(q).is_some_and(is_hex) {
                     q += 1;
-                    out.push(q);
+                    out |= 1 << q;
                 }
             }
             El::Hex4 => {
-                if p + 4 <= s.len() && s[p..p + 4].iter().all(|&b| is_hex(b)) {
-                    out.push(p + 4);
+                if p + 4 <= WINDOW && (p..p + 4).all(|i| byte(i).is_some_and(is_hex)) {
+                    out |= 1 << (p + 4);
                 }
             }
             El::Num => {
                 let mut q = p;
-                while q < s.len() && s[q].is_ascii_digit() {
+                while q < WINDOW && byte(q).is_some_and(|b| b.is_ascii_digit()) {
                     q += 1;
-                    out.push(q);
+                    out |= 1 << q;
                 }
-                if p + 2 < s.len() && s[p] == b'0' && (s[p + 1] == b'x' || s[p + 1] == b'X') {
+                if byte(p) == Some(b'0') && matches!(byte(p + 1), Some(b'x' | b'X')) {
                     let mut q = p + 2;
-                    while q < s.len() && is_hex(s[q]) {
+                    while q < WINDOW && byte(q).is_some_and(is_hex) {
                         q += 1;
-                        out.push(q);
+                        out |= 1 << q;
                     }
                 }
             }
             El::Lit(l) => {
-                if s[p..].starts_with(l.as_bytes()) {
-                    out.push(p + l.len());
+                if p + l.len() <= WINDOW
+                    && s.get(at + p..).is_some_and(|r| r.starts_with(l.as_bytes()))
+                {
+                    out |= 1 << (p + l.len());
                 }
             }
         }
     }
-    out.sort_unstable();
-    out.dedup();
     out
 }
 
 /// Longest match of a sequence of elements at `at`, or 0.
 fn seq(s: &[u8], at: usize, els: &[El]) -> usize {
-    let mut cur = vec![at];
+    let mut cur: Ends = 1;
     for &el in els {
-        cur = ends(s, &cur, el);
-        if cur.is_empty() {
+        cur = ends(s, at, cur, el);
+        if cur == 0 {
             return 0;
         }
     }
-    cur.last().map_or(0, |e| e - at)
+    (127 - cur.leading_zeros()) as usize
 }
 
 /// Longest match of the `MAC` rule.
 fn mac_len(s: &[u8], at: usize) -> usize {
+    // Cheap necessary conditions first: the separated forms need five separators of one kind,
+    // `xxxx.xxxx.xxxx` two dots and 14 characters, the bare form 12 hex digits.
+    let run = &s[at..at
+        + s[at..]
+            .iter()
+            .take_while(|&&b| is_hex(b) || matches!(b, b':' | b'.' | b'-'))
+            .count()];
+    let count = |c: u8| run.iter().filter(|&&b| b == c).count();
+    let hex_prefix = run.iter().take_while(|&&b| is_hex(b)).count();
+    let (colons, dashes, dots) = (count(b':'), count(b'-'), count(b'.'));
     let b = El::Hex(2);
     let sep = |c: &'static str| {
         [
@@ -470,20 +490,27 @@ fn mac_len(s: &[u8], at: usize) -> usize {
             b,
         ]
     };
-    [
-        seq(s, at, &sep(":")),
-        seq(s, at, &sep("-")),
-        seq(s, at, &sep(".")),
-        seq(
+    let mut best = 0;
+    if colons >= 5 {
+        best = best.max(seq(s, at, &sep(":")));
+    }
+    if dashes >= 5 {
+        best = best.max(seq(s, at, &sep("-")));
+    }
+    if dots >= 5 {
+        best = best.max(seq(s, at, &sep(".")));
+    }
+    if dots >= 2 && run.len() >= 14 {
+        best = best.max(seq(
             s,
             at,
             &[El::Hex4, El::Lit("."), El::Hex4, El::Lit("."), El::Hex4],
-        ),
-        seq(s, at, &[El::Hex4, El::Hex4, El::Hex4]),
-    ]
-    .into_iter()
-    .max()
-    .unwrap_or(0)
+        ));
+    }
+    if hex_prefix >= 12 {
+        best = best.max(12);
+    }
+    best
 }
 
 /// Longest match of the dotted IPv4 rule (`N.N`, `N.N.N`, `N.N.N.N`).
@@ -500,92 +527,94 @@ fn hid_len(s: &[u8], at: usize) -> usize {
     .unwrap_or(0)
 }
 
-/// Longest match of the `V6` rule: 8 groups; or `::` with 0 to 7 groups around it; or 6
+/// The alternatives of the `V6` rule: 8 groups; or `::` with 0 to 7 groups around it; or 6
 /// groups (with or without `::`, 0 to 6 around it) followed by a dotted quad.
+fn v6_patterns() -> &'static [Vec<El>] {
+    static PATTERNS: std::sync::OnceLock<Vec<Vec<El>>> = std::sync::OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        let w = El::Hex(4);
+        let groups = |n: usize| -> Vec<El> {
+            let mut v = Vec::new();
+            for i in 0..n {
+                if i > 0 {
+                    v.push(El::Lit(":"));
+                }
+                v.push(w);
+            }
+            v
+        };
+        let quad = [
+            El::Num,
+            El::Lit("."),
+            El::Num,
+            El::Lit("."),
+            El::Num,
+            El::Lit("."),
+            El::Num,
+        ];
+        let mut all = vec![groups(8)];
+        for n in 0..=7 {
+            for before in 0..=n {
+                let mut p = groups(before);
+                p.push(El::Lit("::"));
+                p.extend(groups(n - before));
+                all.push(p);
+            }
+        }
+        let mut p = groups(6);
+        p.push(El::Lit(":"));
+        p.extend(quad);
+        all.push(p);
+        for n in 0..=5 {
+            for before in 0..=n {
+                let after = n - before;
+                let mut p = groups(before);
+                p.push(El::Lit("::"));
+                p.extend(groups(after));
+                if after > 0 {
+                    p.push(El::Lit(":"));
+                }
+                p.extend(quad);
+                all.push(p);
+            }
+        }
+        all
+    })
+}
+
+/// Longest match of the `V6` rule.
 fn v6_len(s: &[u8], at: usize) -> usize {
-    let w = El::Hex(4);
-    let groups = |n: usize| -> Vec<El> {
-        let mut v = Vec::new();
-        for i in 0..n {
-            if i > 0 {
-                v.push(El::Lit(":"));
-            }
-            v.push(w);
-        }
-        v
-    };
-    let quad = [
-        El::Num,
-        El::Lit("."),
-        El::Num,
-        El::Lit("."),
-        El::Num,
-        El::Lit("."),
-        El::Num,
-    ];
-    let mut best = 0;
-    // V680
-    best = best.max(seq(s, at, &groups(8)));
-    // V6n with '::': n groups in all, i before the '::'.
-    for n in 0..=7 {
-        for before in 0..=n {
-            let mut p = groups(before);
-            p.push(El::Lit("::"));
-            p.extend(groups(n - before));
-            best = best.max(seq(s, at, &p));
-        }
-    }
-    // V6604: six groups, ':' and a dotted quad.
-    let mut p = groups(6);
-    p.push(El::Lit(":"));
-    p.extend(quad);
-    best = best.max(seq(s, at, &p));
-    // V6n4 with '::', n = 0..=5 groups, then the quad (after ':' when groups follow '::').
-    for n in 0..=5 {
-        for before in 0..=n {
-            let after = n - before;
-            let mut p = groups(before);
-            p.push(El::Lit("::"));
-            p.extend(groups(after));
-            if after > 0 {
-                p.push(El::Lit(":"));
-            }
-            p.extend(quad);
-            best = best.max(seq(s, at, &p));
-        }
-    }
-    best
+    v6_patterns()
+        .iter()
+        .map(|p| seq(s, at, p))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Longest match of `{B}:+({B}:+)+` (a malformed MAC address).
 fn bogus_mac_len(s: &[u8], at: usize) -> usize {
-    // B then one or more ':' — at least twice; ends after colons.
     let mut best = 0;
-    let mut starts = vec![at];
-    let mut rounds = 0;
-    loop {
-        let after_b = ends(s, &starts, El::Hex(2));
-        let mut after_colons = Vec::new();
-        for &p in &after_b {
+    let mut starts: Ends = 1;
+    for round in 1..=WINDOW {
+        let after_b = ends(s, at, starts, El::Hex(2));
+        let mut after_colons: Ends = 0;
+        let mut m = after_b;
+        while m != 0 {
+            let p = m.trailing_zeros() as usize;
+            m &= m - 1;
             let mut q = p;
-            while q < s.len() && s[q] == b':' {
+            while q < WINDOW && s.get(at + q) == Some(&b':') {
                 q += 1;
-                after_colons.push(q);
+                after_colons |= 1 << q;
             }
         }
-        after_colons.sort_unstable();
-        after_colons.dedup();
-        if after_colons.is_empty() {
+        if after_colons == 0 {
             break;
         }
-        rounds += 1;
-        if rounds >= 2 {
-            best = best.max(after_colons.last().copied().unwrap_or(0) - at);
+        if round >= 2 {
+            best = best.max((127 - after_colons.leading_zeros()) as usize);
         }
         starts = after_colons;
-        if rounds > s.len() {
-            break;
-        }
     }
     best
 }
@@ -606,15 +635,16 @@ fn id_len(s: &[u8], at: usize) -> usize {
     end - at
 }
 
-/// Longest literal of `table` that starts at `at`.
-fn literal_len<T: Copy>(s: &[u8], at: usize, table: &[(&str, T)]) -> Option<(usize, T)> {
-    let mut best: Option<(usize, T)> = None;
-    for &(word, v) in table {
-        if s[at..].starts_with(word.as_bytes()) && best.is_none_or(|(l, _)| word.len() > l) {
-            best = Some((word.len(), v));
-        }
-    }
-    best
+/// `table` as a hash map from spelling.
+fn table_map<T: Copy>(table: &'static [(&'static str, T)]) -> FxHashMap<&'static [u8], T> {
+    table.iter().map(|&(w, v)| (w.as_bytes(), v)).collect()
+}
+
+/// The entry of `table` spelled exactly `word`. Keyword and constant spellings are themselves
+/// identifiers, so the longest keyword starting at a position can only beat the identifier rule
+/// by being exactly the identifier's match (ties go to keywords, listed first).
+fn lookup<T: Copy>(table: &FxHashMap<&'static [u8], T>, word: &[u8]) -> Option<(usize, T)> {
+    table.get(word).map(|&v| (word.len(), v))
 }
 
 /// Convert a `N` token as libpcap's `stou` does: `0x` hex, leading `0` octal, else decimal;
@@ -669,15 +699,33 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         }
         // Candidates in scanner order: (length, rule index). Longest wins; ties go to the
         // earlier rule.
-        let kw = literal_len(s, at, KEYWORDS);
+        static KW: std::sync::OnceLock<FxHashMap<&'static [u8], Kw>> = std::sync::OnceLock::new();
+        static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> =
+            std::sync::OnceLock::new();
+        let id = id_len(s, at);
+        let kw = if s[at..].starts_with(b"&&") {
+            Some((2, Kw::And))
+        } else if s[at..].starts_with(b"||") {
+            Some((2, Kw::Or))
+        } else if id > 0 {
+            lookup(KW.get_or_init(|| table_map(KEYWORDS)), &s[at..at + id])
+        } else {
+            None
+        };
         let op1 = if b"+-*/%:[]!<>()&|^=".contains(&c) {
             1
         } else {
             0
         };
-        let op2 = [">=", "<=", "!=", "==", "<<", ">>"]
-            .iter()
-            .position(|o| s[at..].starts_with(o.as_bytes()));
+        let op2 = match (c, s.get(at + 1)) {
+            (b'>', Some(b'=')) => Some(0),
+            (b'<', Some(b'=')) => Some(1),
+            (b'!', Some(b'=')) => Some(2),
+            (b'=', Some(b'=')) => Some(3),
+            (b'<', Some(b'<')) => Some(4),
+            (b'>', Some(b'>')) => Some(5),
+            _ => None,
+        };
         let aid = if c == b'$' {
             seq(s, at + 1, &[El::Hex(2)])
                 .checked_add(1)
@@ -686,9 +734,22 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         } else {
             0
         };
-        // Address rules can only start with a hex digit or a colon.
+        // Address rules can only start with a hex digit or a colon, and only match within a
+        // run of hex digits and separators; IPv6 and malformed MACs need a colon, MACs a
+        // separator or twelve hex digits.
         let hexish = is_hex(c) || c == b':';
-        let mac = if hexish { mac_len(s, at) } else { 0 };
+        let run = s[at..]
+            .iter()
+            .take_while(|&&b| is_hex(b) || matches!(b, b':' | b'.' | b'-' | b'x' | b'X'))
+            .count();
+        let run = &s[at..at + run];
+        let colon = run.contains(&b':');
+        let sep = colon || run.contains(&b'.') || run.contains(&b'-');
+        let mac = if hexish && (sep || run.len() >= 12) {
+            mac_len(s, at)
+        } else {
+            0
+        };
         let num = if c.is_ascii_digit() {
             seq(s, at, &[El::Num])
         } else {
@@ -699,10 +760,17 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         } else {
             0
         };
-        let v6 = if hexish { v6_len(s, at) } else { 0 };
-        let bogus = if is_hex(c) { bogus_mac_len(s, at) } else { 0 };
-        let constant = literal_len(s, at, CONSTANTS);
-        let id = id_len(s, at);
+        let v6 = if hexish && colon { v6_len(s, at) } else { 0 };
+        let bogus = if is_hex(c) && colon {
+            bogus_mac_len(s, at)
+        } else {
+            0
+        };
+        let constant = if id > 0 {
+            lookup(CONST.get_or_init(|| table_map(CONSTANTS)), &s[at..at + id])
+        } else {
+            None
+        };
         let esc = if c == b'\\' {
             let n = s[at + 1..]
                 .iter()

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod ast;
+pub mod fxhash;
 pub mod lexer;
 pub mod lower;
 pub mod names;
@@ -24,6 +25,7 @@ pub use pred::Pred;
 
 /// Parse and lower `expr` for `ctx`: the whole front end in one call.
 pub fn compile(expr: &str, ctx: &Context) -> Result<Pred, Error> {
+    lower::check_link_type(ctx, expr)?;
     let ast = parse(expr)?;
     lower(ast.as_ref(), expr, ctx)
 }

@@ -180,7 +180,19 @@ enum PortProto {
 
 /// Lower `expr` (the parse of `src`) for `ctx`.
 pub fn lower(expr: Option<&Expr>, src: &str, ctx: &Context) -> Result<Pred, Error> {
-    let lt = match ctx.link_type {
+    let lt = supported(ctx, src)?;
+    let exact = expr.is_some_and(has_acc_op);
+    let mut l = Lower::new(lt, ctx, src, exact);
+    let root = match expr {
+        None => l.b.constant(true),
+        Some(e) => l.expr(e)?,
+    };
+    Ok(l.b.finish(root))
+}
+
+/// The compiler's view of `ctx.link_type`, or the error for an unsupported one.
+fn supported(ctx: &Context, src: &str) -> Result<Lt, Error> {
+    Ok(match ctx.link_type {
         LinkType::ETHERNET => Lt::En10mb,
         LinkType::LINUX_SLL => Lt::Sll,
         LinkType::LINUX_SLL2 => Lt::Sll2,
@@ -200,14 +212,13 @@ pub fn lower(expr: Option<&Expr>, src: &str, ctx: &Context) -> Result<Pred, Erro
                 src,
             ));
         }
-    };
-    let exact = expr.is_some_and(has_acc_op);
-    let mut l = Lower::new(lt, ctx, src, exact);
-    let root = match expr {
-        None => l.b.constant(true),
-        Some(e) => l.expr(e)?,
-    };
-    Ok(l.b.finish(root))
+    })
+}
+
+/// Check that the compiler supports `ctx`'s link type (before parsing, so that the error for
+/// an unsupported link type is not hidden by one about 802.11-only syntax).
+pub fn check_link_type(ctx: &Context, src: &str) -> Result<(), Error> {
+    supported(ctx, src).map(|_| ())
 }
 
 /// Whether the expression contains `byte N & V` or `byte N | V`, which read the accumulator.
@@ -286,22 +297,45 @@ impl<'a> Lower<'a> {
 
     fn expr(&mut self, e: &Expr) -> R<NodeId> {
         match &e.kind {
-            ExprKind::And(a, b) => {
-                let a = self.expr(a)?;
-                let b = self.expr(b)?;
-                Ok(self.b.and(a, b))
-            }
-            ExprKind::Or(a, b) => {
-                let a = self.expr(a)?;
-                let b = self.expr(b)?;
-                Ok(self.b.or(a, b))
+            ExprKind::And(..) | ExprKind::Or(..) => {
+                // A chain `a and b and c …` (the parser nests it to the left) is lowered left
+                // to right into one n-ary node, without recursing down the chain.
+                let is_and = matches!(e.kind, ExprKind::And(..));
+                let mut chain = Vec::new();
+                let mut cur = e;
+                loop {
+                    match &cur.kind {
+                        ExprKind::And(a, b) if is_and => {
+                            chain.push(&**b);
+                            cur = a;
+                        }
+                        ExprKind::Or(a, b) if !is_and => {
+                            chain.push(&**b);
+                            cur = a;
+                        }
+                        _ => {
+                            chain.push(cur);
+                            break;
+                        }
+                    }
+                }
+                let mut ids = Vec::with_capacity(chain.len());
+                for x in chain.iter().rev() {
+                    ids.push(self.expr(x)?);
+                }
+                Ok(if is_and {
+                    self.b.and_all(&ids)
+                } else {
+                    self.b.or_all(&ids)
+                })
             }
             ExprKind::Not(a) => {
                 let a = self.expr(a)?;
                 Ok(self.b.not(a))
             }
             ExprKind::Primitive(p) => {
-                self.span = e.span;
+                // Errors about a value point at the value (`tcp port htp` → `htp`).
+                self.span = p.value_span;
                 self.primitive(p)
             }
             ExprKind::Proto(p) => {

@@ -394,6 +394,15 @@ impl<'a> Parser<'a> {
                                 Inherited::Undefined,
                             ))
                         }
+                        Some(Tok::Kw(Kw::Type | Kw::Subtype | Kw::Dir)) => {
+                            // `wlan type mgt`: an 802.11 primitive with a protocol qualifier.
+                            self.bump();
+                            let Some(Tok::Kw(k2)) = self.peek().cloned() else {
+                                return Err(self.unexpected());
+                            };
+                            let e = self.keyword_primitive(k2)?;
+                            Ok((e, Inherited::Undefined))
+                        }
                         Some(Tok::Kw(Kw::Multicast)) => {
                             self.bump();
                             let end = self.bump();

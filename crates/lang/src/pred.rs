@@ -27,7 +27,7 @@
 //! Values that some engines cannot express (arithmetic relations, `protochain`'s loop, Geneve's
 //! variable offsets) are explicit node kinds, so an engine can say which predicates it serves.
 
-use std::collections::HashMap;
+use crate::fxhash::FxHashMap;
 use std::fmt;
 
 /// A node of a [`Pred`].
@@ -585,7 +585,7 @@ pub fn arith(op: ArithOp, a: u32, b: u32) -> Option<u32> {
 #[derive(Debug, Default)]
 pub struct Builder {
     nodes: Vec<Node>,
-    interned: HashMap<Node, NodeId>,
+    interned: FxHashMap<Node, NodeId>,
     exact: bool,
     no_optimize: bool,
 }
@@ -684,22 +684,44 @@ impl Builder {
     }
 
     fn junction(&mut self, is_and: bool, a: NodeId, b: NodeId) -> NodeId {
+        self.junction_all(is_and, &[a, b])
+    }
+
+    /// All of `ops`, left to right (`and`), with the same folding as [`Builder::and`].
+    pub fn and_all(&mut self, ops: &[NodeId]) -> NodeId {
+        self.junction_all(true, ops)
+    }
+
+    /// Any of `ops`, left to right (`or`), with the same folding as [`Builder::or`].
+    pub fn or_all(&mut self, ops: &[NodeId]) -> NodeId {
+        self.junction_all(false, ops)
+    }
+
+    fn junction_all(&mut self, is_and: bool, input: &[NodeId]) -> NodeId {
         if self.exact {
-            let ops: Box<[NodeId]> = Box::new([a, b]);
-            return self.intern(if is_and {
-                Node::And(ops)
-            } else {
-                Node::Or(ops)
-            });
+            // libpcap's shape: a left-nested chain of binary nodes.
+            let mut it = input.iter().copied();
+            let Some(mut acc) = it.next() else {
+                return self.constant(is_and);
+            };
+            for x in it {
+                let ops: Box<[NodeId]> = Box::new([acc, x]);
+                acc = self.intern(if is_and {
+                    Node::And(ops)
+                } else {
+                    Node::Or(ops)
+                });
+            }
+            return acc;
         }
         // Identity and absorbing constants: `true and x`, `false or x` → x; `x and false` →
         // false; `true or x` → true; `x and true`, `x or false` → x.
         let (unit, absorb) = (is_and, !is_and);
-        let mut ops: Vec<NodeId> = Vec::new();
-        for x in [a, b] {
-            match self.node(x).clone() {
-                Node::Const(c) if c == unit => {}
-                Node::Const(c) if c == absorb => {
+        let mut ops: Vec<NodeId> = Vec::with_capacity(input.len());
+        for &x in input {
+            match &self.nodes[x.0 as usize] {
+                Node::Const(c) if *c == unit => {}
+                Node::Const(c) if *c == absorb => {
                     // `false` after reads: for `and` the result is false either way; for `or`,
                     // `true` after reads must keep the reads.
                     if is_and || ops.is_empty() {
@@ -708,8 +730,8 @@ impl Builder {
                     ops.push(x);
                     break;
                 }
-                Node::And(inner) if is_and => ops.extend(inner.iter().copied()),
-                Node::Or(inner) if !is_and => ops.extend(inner.iter().copied()),
+                Node::And(inner) if is_and => ops.extend_from_slice(inner),
+                Node::Or(inner) if !is_and => ops.extend_from_slice(inner),
                 _ => ops.push(x),
             }
         }
@@ -744,6 +766,10 @@ impl Builder {
     }
 
     fn merge_pair(&mut self, is_and: bool, a: NodeId, b: NodeId) -> Option<NodeId> {
+        let mergeable = |n: &Node| matches!(n, Node::Test(_) | Node::Not(_));
+        if !mergeable(self.node(a)) || !mergeable(self.node(b)) {
+            return None;
+        }
         let (ta, tb) = (self.node(a).clone(), self.node(b).clone());
         if is_and {
             // f >= lo and not f > hi  →  f in [lo, hi]
@@ -774,7 +800,7 @@ impl Builder {
                 Cmp::OneOf(vs) => vals.extend(vs.iter().copied()),
                 _ => return None,
             }
-            let mut seen = std::collections::HashSet::new();
+            let mut seen = crate::fxhash::FxHashSet::default();
             vals.retain(|v| seen.insert(*v));
             Some(self.test(t1.field, t1.mask, Cmp::OneOf(vals.into_boxed_slice())))
         }

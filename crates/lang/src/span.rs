@@ -101,18 +101,39 @@ impl fmt::Display for Error {
         let Some(span) = self.span else {
             return Ok(());
         };
-        // One line of context; tabs and newlines in the expression become spaces so that the
-        // caret lines up.
-        let line: String = self
+        // One line of context (at most about 100 characters around the span of a long
+        // expression); tabs and newlines become spaces so that the caret lines up.
+        let chars: Vec<char> = self
             .source
             .chars()
             .map(|c| if c.is_whitespace() { ' ' } else { c })
             .collect();
         let start = span.start.min(self.source.len());
         let end = span.end.clamp(start, self.source.len());
-        let col = self.source[..start].chars().count();
-        let width = self.source[start..end].chars().count().max(1);
-        write!(f, "\n  {line}\n  {}{}", " ".repeat(col), "^".repeat(width))
+        let col = self.source.get(..start).map_or(0, |s| s.chars().count());
+        let width = self
+            .source
+            .get(start..end)
+            .map_or(1, |s| s.chars().count().max(1));
+        const CONTEXT: usize = 50;
+        let from = col.saturating_sub(CONTEXT);
+        let to = (col + width.min(60) + CONTEXT).min(chars.len());
+        let mut line: String = chars[from..to].iter().collect();
+        let mut caret_col = col - from;
+        if from > 0 {
+            line.insert(0, '…');
+            caret_col += 1;
+        }
+        if to < chars.len() {
+            line.push('…');
+        }
+        let width = width.min(to.saturating_sub(col).max(1));
+        write!(
+            f,
+            "\n  {line}\n  {}{}",
+            " ".repeat(caret_col),
+            "^".repeat(width)
+        )
     }
 }
 

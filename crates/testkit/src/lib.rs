@@ -8,12 +8,14 @@
 //!   `$NETSIFT_SHARED_DATA`): captures and libpcap's filter test suite. Tests that need it fail
 //!   with a message saying where it was looked for; they never skip silently.
 //! - [`fuzz`]: the bodies of the fuzz targets, replayable from ordinary tests.
+//! - [`exprgen`]: random filter expressions for property tests.
 //! - [`rng`]: a deterministic pseudo-random generator for property-style tests.
 
 #![deny(missing_docs)]
 
 pub mod corpus;
 pub mod data;
+pub mod exprgen;
 pub mod fuzz;
 pub mod oracle;
 pub mod rng;

@@ -105,6 +105,46 @@ pub fn compile(dlt: i32, snaplen: i32, expr: &str, optimize: bool) -> Result<Pro
     }
 }
 
+/// Compile `expr` against the capture file at `path`, as `tcpdump -r FILE EXPR` does (the
+/// file's link type and snap length; libpcap's savefile-specific meanings).
+pub fn compile_for_file(path: &Path, expr: &str, optimize: bool) -> Result<Program, String> {
+    let cpath = CString::new(path.to_string_lossy().as_bytes()).map_err(|e| e.to_string())?;
+    let expr = CString::new(expr).map_err(|_| "expression contains NUL".to_string())?;
+    let mut errbuf = [0 as c_char; 512];
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: a handle we own and close; instructions are copied before pcap_freecode.
+    unsafe {
+        let p = pcap_open_offline(cpath.as_ptr(), errbuf.as_mut_ptr());
+        if p.is_null() {
+            return Err(CStr::from_ptr(errbuf.as_ptr())
+                .to_string_lossy()
+                .into_owned());
+        }
+        let mut prog = BpfProgram {
+            bf_len: 0,
+            bf_insns: std::ptr::null_mut(),
+        };
+        let rc = pcap_compile(
+            p,
+            &mut prog,
+            expr.as_ptr(),
+            c_int::from(optimize),
+            PCAP_NETMASK_UNKNOWN,
+        );
+        let result = if rc != 0 {
+            Err(CStr::from_ptr(pcap_geterr(p))
+                .to_string_lossy()
+                .into_owned())
+        } else {
+            let insns = std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize).to_vec();
+            pcap_freecode(&mut prog);
+            Ok(Program::new(insns))
+        };
+        pcap_close(p);
+        result
+    }
+}
+
 /// Run `program` on a packet with libpcap's `bpf_filter`: `data` is the captured bytes,
 /// `wire_len` the length on the wire.
 ///

@@ -34,7 +34,7 @@ pub(crate) struct Block {
 pub(crate) struct Cfg {
     pub blocks: Vec<Block>,
     pub root: Option<BlockId>,
-    shared: std::collections::HashMap<Block, BlockId>,
+    shared: netsift_lang::fxhash::FxHashMap<Block, BlockId>,
 }
 
 impl Cfg {

@@ -20,7 +20,7 @@
 //! a filter netsift alone can prove empty (`ether[0] > 5 and ether[0] < 3`) compiles to a
 //! program that rejects everything, as libpcap's does.
 
-use std::collections::HashMap;
+use netsift_lang::fxhash::FxHashMap as HashMap;
 
 use netsift_lang::Pred;
 use netsift_lang::pred::{self, ArithOp, Base, Cmp, Field, Loc, Node, NodeId, RelOp, Test, Val};
@@ -51,35 +51,76 @@ struct GNode {
     f: Ref,
 }
 
+/// A small inline set of values (bounded: forgetting values only means fewer tests skipped).
+/// Unused slots are always 0, so the derived equality is set equality of insertion order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Small<const N: usize> {
+    len: u8,
+    vals: [u32; N],
+}
+
+impl<const N: usize> std::hash::Hash for Small<N> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u8(self.len);
+        for &v in self.as_slice() {
+            h.write_u32(v);
+        }
+    }
+}
+
+impl<const N: usize> Small<N> {
+    const EMPTY: Small<N> = Small {
+        len: 0,
+        vals: [0; N],
+    };
+
+    fn as_slice(&self) -> &[u32] {
+        &self.vals[..usize::from(self.len)]
+    }
+
+    fn contains(&self, v: u32) -> bool {
+        self.as_slice().contains(&v)
+    }
+
+    fn insert(&mut self, v: u32) {
+        if !self.contains(v) && usize::from(self.len) < N {
+            self.vals[usize::from(self.len)] = v;
+            self.len += 1;
+        }
+    }
+}
+
 /// What the tests on one path proved about one field (under one mask).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Know {
     eq: Option<u32>,
-    ne: Vec<u32>,
+    ne: Small<12>,
     lo: u32,
     hi: u32,
     set: u32,
     clear: u32,
-    /// Outcomes of tests seen (for the weak, libpcap-strength reasoning).
-    seen: Vec<(Cmp, bool)>,
+    /// Outcomes of jset/range tests seen (`(k, outcome)`; other kinds are covered above).
+    seen_bits: Small<4>,
+    seen_true: u8,
 }
 
 impl Know {
     fn new(hi: u32) -> Know {
         Know {
             eq: None,
-            ne: Vec::new(),
+            ne: Small::EMPTY,
             lo: 0,
             hi,
             set: 0,
             clear: 0,
-            seen: Vec::new(),
+            seen_bits: Small::EMPTY,
+            seen_true: 0,
         }
     }
 
     fn possible(&self, v: u32) -> bool {
         self.eq.is_none_or(|e| e == v)
-            && self.ne.binary_search(&v).is_err()
+            && !self.ne.contains(v)
             && v >= self.lo
             && v <= self.hi
             && v & self.clear == 0
@@ -87,16 +128,32 @@ impl Know {
     }
 
     fn decide(&self, cmp: &Cmp, weak: bool) -> Option<bool> {
-        if let Some(&(_, o)) = self.seen.iter().find(|(c, _)| c == cmp) {
-            return Some(o);
+        // The same jset seen before on this path.
+        if let Cmp::Bits(b) = cmp
+            && let Some(i) = self.seen_bits.as_slice().iter().position(|x| x == b)
+        {
+            return Some(self.seen_true & (1 << i) != 0);
         }
         if weak {
+            // libpcap knows the value after a true `jeq` and the values excluded by false
+            // ones; a set test is its chain of `jeq`s.
+            let eq = |v: &u32| match self.eq {
+                Some(e) => Some(e == *v),
+                None if self.ne.contains(*v) => Some(false),
+                None => None,
+            };
             return match cmp {
-                Cmp::Eq(v) => match self.eq {
-                    Some(e) => Some(e == *v),
-                    None if self.ne.binary_search(v).is_ok() => Some(false),
-                    None => None,
-                },
+                Cmp::Eq(v) => eq(v),
+                Cmp::OneOf(vs) => {
+                    let outcomes: Vec<Option<bool>> = vs.iter().map(eq).collect();
+                    if outcomes.contains(&Some(true)) {
+                        Some(true)
+                    } else if outcomes.iter().all(|o| *o == Some(false)) {
+                        Some(false)
+                    } else {
+                        None
+                    }
+                }
                 _ => None,
             };
         }
@@ -146,16 +203,16 @@ impl Know {
     }
 
     fn learn(&mut self, cmp: &Cmp, outcome: bool, weak: bool) {
-        if self.seen.len() < 8 && !self.seen.iter().any(|(c, _)| c == cmp) {
-            self.seen.push((cmp.clone(), outcome));
-        }
-        let insert_ne = |k: &mut Know, v: u32| {
-            if let Err(i) = k.ne.binary_search(&v)
-                && k.ne.len() < 256
-            {
-                k.ne.insert(i, v);
+        if let Cmp::Bits(b) = cmp
+            && !self.seen_bits.contains(*b)
+            && self.seen_bits.len < 4
+        {
+            if outcome {
+                self.seen_true |= 1 << self.seen_bits.len;
             }
-        };
+            self.seen_bits.insert(*b);
+        }
+        let insert_ne = |k: &mut Know, v: u32| k.ne.insert(v);
         match (cmp, outcome) {
             (Cmp::Eq(v), true) => {
                 self.eq = Some(*v);
@@ -165,6 +222,11 @@ impl Know {
                 }
             }
             (Cmp::Eq(v), false) => insert_ne(self, *v),
+            (Cmp::OneOf(vs), false) if weak => {
+                for &v in vs.iter() {
+                    insert_ne(self, v);
+                }
+            }
             _ if weak => {}
             (Cmp::Gt(v), true) => self.lo = self.lo.max(v.saturating_add(1)),
             (Cmp::Gt(v), false) => self.hi = self.hi.min(*v),
@@ -239,11 +301,24 @@ impl Graph {
     fn new() -> Graph {
         Graph {
             atoms: Vec::new(),
-            atom_ids: HashMap::new(),
+            atom_ids: HashMap::default(),
             keys: Vec::new(),
-            key_ids: HashMap::new(),
+            key_ids: HashMap::default(),
             nodes: Vec::new(),
-            node_ids: HashMap::new(),
+            node_ids: HashMap::default(),
+        }
+    }
+
+    /// A graph with this one's atoms and no nodes (the atom maps are not needed after the
+    /// decision graph is built).
+    fn empty_like(&self) -> Graph {
+        Graph {
+            atoms: self.atoms.clone(),
+            atom_ids: HashMap::default(),
+            keys: self.keys.clone(),
+            key_ids: HashMap::default(),
+            nodes: Vec::new(),
+            node_ids: HashMap::default(),
         }
     }
 
@@ -428,6 +503,74 @@ fn test_node(g: &mut Graph, test: Test, t: Ref, f: Ref) -> Ref {
     g.node(atom, t, f)
 }
 
+/// Keys (fields) tested at or below each node, as bitsets: a fact about a key that no later
+/// test reads cannot make a difference, so it is dropped before memoising on the facts.
+struct Liveness {
+    words: usize,
+    bits: Vec<u64>,
+}
+
+impl Liveness {
+    fn new(g: &Graph) -> Liveness {
+        let nkeys = g.keys.iter().filter(|&&k| k < u32::MAX / 2).count().max(1);
+        let words = nkeys.div_ceil(64).max(1);
+        let mut bits = vec![0u64; g.nodes.len() * words];
+        // Successors have smaller refs, so one pass in creation order suffices.
+        for i in 0..g.nodes.len() {
+            let n = g.nodes[i];
+            let k = g.keys[n.atom as usize];
+            if k < u32::MAX / 2 {
+                bits[i * words + (k as usize / 64)] |= 1 << (k % 64);
+            }
+            for s in [n.t, n.f] {
+                if s >= FIRST {
+                    let j = (s - FIRST) as usize;
+                    for w in 0..words {
+                        bits[i * words + w] |= bits[j * words + w];
+                    }
+                }
+            }
+        }
+        Liveness { words, bits }
+    }
+
+    fn live(&self, r: Ref, key: u32) -> bool {
+        if key >= u32::MAX / 2 {
+            // Relations are keyed by atom; always keep their facts.
+            return true;
+        }
+        let i = (r - FIRST) as usize;
+        self.bits[i * self.words + key as usize / 64] & (1 << (key % 64)) != 0
+    }
+}
+
+/// Interned fact sets: id 0 is the empty set.
+struct FactTable {
+    sets: Vec<Facts>,
+    ids: HashMap<Facts, u32>,
+}
+
+impl FactTable {
+    fn new() -> FactTable {
+        let mut t = FactTable {
+            sets: vec![Vec::new()],
+            ids: HashMap::default(),
+        };
+        t.ids.insert(Vec::new(), 0);
+        t
+    }
+
+    fn intern(&mut self, f: Facts) -> u32 {
+        if let Some(&id) = self.ids.get(&f) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        self.sets.push(f.clone());
+        self.ids.insert(f, id);
+        id
+    }
+}
+
 /// Specialise `root` along every path; `weak` restricts the facts to what libpcap's optimiser
 /// knows. Returns the new graph's root, or `None` when the budget is exceeded.
 fn specialise(
@@ -437,33 +580,18 @@ fn specialise(
     use_facts: bool,
     budget: usize,
 ) -> Option<(Graph, Ref)> {
-    let mut out = Graph::new();
-    out.atoms = g0.atoms.clone();
-    out.atom_ids = g0.atom_ids.clone();
-    out.keys = g0.keys.clone();
-    out.key_ids = g0.key_ids.clone();
-    // A fact about a key is worth keeping at node n only if some node at or below n (in
-    // creation order, successors come first) tests that key.
-    let mut first_use: HashMap<u32, Ref> = HashMap::new();
-    for (i, n) in g0.nodes.iter().enumerate() {
-        let k = g0.keys[n.atom as usize];
-        first_use.entry(k).or_insert(i as Ref + FIRST);
-    }
-    let relevant = |facts: &Facts, at: Ref| -> Facts {
-        facts
-            .iter()
-            .filter(|(k, _)| first_use.get(k).is_some_and(|&u| u <= at))
-            .cloned()
-            .collect()
-    };
+    let mut out = g0.empty_like();
+    let live = use_facts.then(|| Liveness::new(g0));
+    let mut table = FactTable::new();
+    let mut learned: HashMap<(u32, u32, bool), u32> = HashMap::default();
     enum Frame {
-        Enter(Ref, Facts),
-        Finish { key: (Ref, Facts), atom: u32 },
-        Alias((Ref, Facts)),
+        Enter(Ref, u32),
+        Finish { key: (Ref, u32), atom: u32 },
+        Alias((Ref, u32)),
     }
-    let mut memo: HashMap<(Ref, Facts), Ref> = HashMap::new();
+    let mut memo: HashMap<(Ref, u32), Ref> = HashMap::default();
     let mut results: Vec<Ref> = Vec::new();
-    let mut stack = vec![Frame::Enter(root, Vec::new())];
+    let mut stack = vec![Frame::Enter(root, 0)];
     while let Some(frame) = stack.pop() {
         match frame {
             Frame::Enter(r, facts) => {
@@ -471,10 +599,22 @@ fn specialise(
                     results.push(r);
                     continue;
                 }
-                let facts = if use_facts {
-                    relevant(&facts, r)
-                } else {
-                    Vec::new()
+                // Keep only facts some later test can use.
+                let facts = match &live {
+                    Some(live) if facts != 0 => {
+                        let set = &table.sets[facts as usize];
+                        if set.iter().all(|(k, _)| live.live(r, *k)) {
+                            facts
+                        } else {
+                            let kept: Facts = set
+                                .iter()
+                                .filter(|(k, _)| live.live(r, *k))
+                                .cloned()
+                                .collect();
+                            table.intern(kept)
+                        }
+                    }
+                    _ => facts,
                 };
                 let key = (r, facts);
                 if let Some(&m) = memo.get(&key) {
@@ -486,36 +626,42 @@ fn specialise(
                 }
                 let n = g0.get(r);
                 let fkey = g0.keys[n.atom as usize];
-                let pos = key.1.binary_search_by_key(&fkey, |(k, _)| *k);
                 let (cmp, hi) = match &g0.atoms[n.atom as usize] {
-                    Atom::Test(t) => (t.cmp.clone(), max_value(&t.field, t.mask)),
-                    Atom::Rel(..) => (Cmp::Eq(1), 1),
+                    Atom::Test(t) => (&t.cmp, max_value(&t.field, t.mask)),
+                    Atom::Rel(..) => (&Cmp::Eq(1), 1),
                 };
-                let know = pos.ok().map(|i| key.1[i].1.clone());
-                if let Some(outcome) = know.as_ref().and_then(|k| k.decide(&cmp, weak)) {
+                let set = &table.sets[facts as usize];
+                let decided = set
+                    .binary_search_by_key(&fkey, |(k, _)| *k)
+                    .ok()
+                    .and_then(|i| set[i].1.decide(cmp, weak));
+                if let Some(outcome) = decided {
                     let next = if outcome { n.t } else { n.f };
-                    let facts = key.1.clone();
                     stack.push(Frame::Alias(key));
                     stack.push(Frame::Enter(next, facts));
                     continue;
                 }
-                let branch = |outcome: bool| -> Facts {
-                    let mut f = key.1.clone();
+                let mut branch = |outcome: bool| -> u32 {
+                    if !use_facts {
+                        return 0;
+                    }
+                    if let Some(&id) = learned.get(&(facts, n.atom, outcome)) {
+                        return id;
+                    }
+                    let mut f = table.sets[facts as usize].clone();
                     match f.binary_search_by_key(&fkey, |(k, _)| *k) {
-                        Ok(i) => f[i].1.learn(&cmp, outcome, weak),
+                        Ok(i) => f[i].1.learn(cmp, outcome, weak),
                         Err(i) => {
                             let mut k = Know::new(hi);
-                            k.learn(&cmp, outcome, weak);
+                            k.learn(cmp, outcome, weak);
                             f.insert(i, (fkey, k));
                         }
                     }
-                    f
+                    let id = table.intern(f);
+                    learned.insert((facts, n.atom, outcome), id);
+                    id
                 };
-                let (ft, ff) = if use_facts {
-                    (branch(true), branch(false))
-                } else {
-                    (Vec::new(), Vec::new())
-                };
+                let (ft, ff) = (branch(true), branch(false));
                 stack.push(Frame::Finish { key, atom: n.atom });
                 stack.push(Frame::Enter(n.f, ff));
                 stack.push(Frame::Enter(n.t, ft));
@@ -577,37 +723,261 @@ enum Holds {
 
 pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     let mut g0 = Graph::new();
-    let mut memo = HashMap::new();
+    let mut memo = HashMap::default();
     let root = build(pred, &mut g0, &mut memo, pred.root(), ACCEPT, REJECT)?;
+    let g0_root = root;
     let budget = 20_000usize.max(g0.nodes.len() * 8);
     // Specialising along paths can duplicate shared code for a small gain (DECnet's four
     // header layouts); when the graph without path facts is smaller, use it.
-    let plain = specialise(&g0, root, false, false, usize::MAX).unwrap_or_else(|| unreachable!());
-    let (g, root) = match specialise(&g0, root, false, true, budget) {
-        Some(spec) if spec.0.nodes.len() <= plain.0.nodes.len() || spec.1 < FIRST => spec,
-        Some(spec) => {
-            let a = emit(&spec.0, spec.1, snaplen)?.linearize().len();
-            let b = emit(&plain.0, plain.1, snaplen)?.linearize().len();
-            if a <= b { spec } else { plain }
-        }
-        None => plain,
+    let plain = |g0: &Graph| {
+        specialise(g0, root, false, false, usize::MAX).unwrap_or_else(|| unreachable!())
     };
-    if root == REJECT {
-        // Report it only if libpcap's optimiser would see it too.
-        let weak = specialise(&g0, root_of(&g0, pred)?, true, true, budget);
-        if weak.is_none_or(|(_, r)| r == REJECT) {
-            return Err(CompileError::new(CompileErrorKind::RejectsAll));
+    let (g, root) = match specialise(&g0, root, false, true, budget) {
+        Some(spec) if spec.0.nodes.len() <= g0.nodes.len() || spec.1 < FIRST => spec,
+        Some(spec) => {
+            let plain = plain(&g0);
+            if spec.0.nodes.len() <= plain.0.nodes.len() {
+                spec
+            } else {
+                plain
+            }
         }
+        None => plain(&g0),
+    };
+    if root == REJECT && libpcap_rejects_all(&g0, g0_root) {
+        return Err(CompileError::new(CompileErrorKind::RejectsAll));
     }
+    let (g, root) = regroup(&g, root);
     emit(&g, root, snaplen)
 }
 
-fn root_of(_g0: &Graph, pred: &Pred) -> Result<Ref, CompileError> {
-    // Rebuild to get the unspecialised root (the graph is deterministic).
-    let mut g = Graph::new();
-    let mut memo = HashMap::new();
-    let r = build(pred, &mut g, &mut memo, pred.root(), ACCEPT, REJECT)?;
-    Ok(r)
+/// Regroup chains of tests by field: in a run of tests that all lead to the same place when
+/// true (an `or` of tests: `host A or host B or …` on the IPv4 path is `src == A, dst == A,
+/// src == B, dst == B, …`) or all when false (an `and`), the order does not change the verdict of
+/// a packet whose fields are all present, so the tests are sorted by field, keeping first
+/// occurrences in order: `src == A, src == B, …, dst == A, dst == B, …` — one load per field.
+/// This is libpcap's `or_pullup`/`and_pullup`, done once for whole chains; like them it may
+/// change which read fails first on a truncated packet, never the verdict of a complete one.
+fn regroup(g: &Graph, root: Ref) -> (Graph, Ref) {
+    let mut out = g.empty_like();
+    if root < FIRST {
+        return (out, root);
+    }
+    // Predecessor counts of reachable nodes.
+    let mut preds = vec![0u32; g.nodes.len()];
+    let mut seen = vec![false; g.nodes.len()];
+    let mut stack = vec![root];
+    while let Some(r) = stack.pop() {
+        if r < FIRST || std::mem::replace(&mut seen[(r - FIRST) as usize], true) {
+            continue;
+        }
+        let n = g.get(r);
+        for s in [n.t, n.f] {
+            if s >= FIRST {
+                preds[(s - FIRST) as usize] += 1;
+                stack.push(s);
+            }
+        }
+    }
+    let mut memo: HashMap<Ref, Ref> = HashMap::default();
+    let r = regroup_node(g, &preds, &mut out, &mut memo, root, 0);
+    (out, r)
+}
+
+fn regroup_node(
+    g: &Graph,
+    preds: &[u32],
+    out: &mut Graph,
+    memo: &mut HashMap<Ref, Ref>,
+    r: Ref,
+    depth: u32,
+) -> Ref {
+    if r < FIRST {
+        return r;
+    }
+    if let Some(&m) = memo.get(&r) {
+        return m;
+    }
+    let n = g.get(r);
+    // The longest chain from r linked by false edges with the true target n.t (an "or"), or by
+    // true edges with the false target n.f (an "and"); inner members have no other entry.
+    let chain = |or: bool| -> Vec<Ref> {
+        let mut c = vec![r];
+        let mut cur = n;
+        loop {
+            let next = if or { cur.f } else { cur.t };
+            if next < FIRST || preds[(next - FIRST) as usize] != 1 {
+                break;
+            }
+            let m = g.get(next);
+            if (or && m.t != n.t) || (!or && m.f != n.f) {
+                break;
+            }
+            c.push(next);
+            cur = m;
+        }
+        c
+    };
+    let or_chain = chain(true);
+    let and_chain = chain(false);
+    let (members, or) = if or_chain.len() >= and_chain.len() {
+        (or_chain, true)
+    } else {
+        (and_chain, false)
+    };
+    let key = |x: &Ref| g.keys[g.get(*x).atom as usize];
+    let worth = members.len() >= 3 && {
+        let keys: Vec<u32> = members.iter().map(key).collect();
+        keys.windows(2).any(|w| w[0] != w[1]) && {
+            let mut sorted = keys.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            sorted.len() < keys.len()
+        }
+    };
+    // Bound the recursion on pathological graphs (deep nests of short chains).
+    if !worth || depth > 2000 {
+        let t = regroup_node(g, preds, out, memo, n.t, depth + 1);
+        let f = regroup_node(g, preds, out, memo, n.f, depth + 1);
+        let x = out.node(n.atom, t, f);
+        memo.insert(r, x);
+        return x;
+    }
+    let last = g.get(*members.last().unwrap_or(&r));
+    let (shared, exit) = if or { (n.t, last.f) } else { (n.f, last.t) };
+    let shared = regroup_node(g, preds, out, memo, shared, depth + 1);
+    let exit = regroup_node(g, preds, out, memo, exit, depth + 1);
+    // Stable grouping by field, first occurrences first.
+    let mut order: Vec<u32> = Vec::new();
+    for m in &members {
+        let k = key(m);
+        if !order.contains(&k) {
+            order.push(k);
+        }
+    }
+    let mut sorted: Vec<Ref> = Vec::with_capacity(members.len());
+    for k in &order {
+        sorted.extend(members.iter().filter(|m| key(m) == *k));
+    }
+    let mut cur = exit;
+    for m in sorted.iter().rev() {
+        let atom = g.get(*m).atom;
+        cur = if or {
+            out.node(atom, shared, cur)
+        } else {
+            out.node(atom, cur, shared)
+        };
+    }
+    memo.insert(r, cur);
+    cur
+}
+
+/// Whether libpcap's optimiser would also prove that nothing is accepted. It threads a jump
+/// past a test only when the test's outcome holds on *every* path into the jump (edge
+/// dominators), with equality reasoning; this replays that to a fixed point on the decision
+/// graph and checks whether "accept" is still reachable.
+fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
+    if root < FIRST {
+        return root == REJECT;
+    }
+    let mut nodes = g0.nodes.clone();
+    let test_of = |atom: u32| -> (u32, Cmp) {
+        match &g0.atoms[atom as usize] {
+            Atom::Test(t) => (g0.keys[atom as usize], t.cmp.clone()),
+            Atom::Rel(..) => (g0.keys[atom as usize], Cmp::Eq(1)),
+        }
+    };
+    let decide = |facts: &Facts, atom: u32| -> Option<bool> {
+        let (k, cmp) = test_of(atom);
+        let i = facts.binary_search_by_key(&k, |(kk, _)| *kk).ok()?;
+        facts[i].1.decide(&cmp, true)
+    };
+    let learn = |facts: &Facts, atom: u32, outcome: bool| -> Facts {
+        let (k, cmp) = test_of(atom);
+        let mut f = facts.clone();
+        match f.binary_search_by_key(&k, |(kk, _)| *kk) {
+            Ok(i) => f[i].1.learn(&cmp, outcome, true),
+            Err(i) => {
+                let mut kn = Know::new(u32::MAX);
+                kn.learn(&cmp, outcome, true);
+                f.insert(i, (k, kn));
+            }
+        }
+        f
+    };
+    let meet = |a: &Facts, b: &Facts| -> Facts {
+        a.iter()
+            .filter_map(|(k, ka)| {
+                let kb = &b.iter().find(|(kk, _)| kk == k)?.1;
+                let mut m = Know::new(u32::MAX);
+                m.eq = if ka.eq == kb.eq { ka.eq } else { None };
+                for &v in ka.ne.as_slice() {
+                    if kb.ne.contains(v) {
+                        m.ne.insert(v);
+                    }
+                }
+                Some((*k, m))
+            })
+            .collect()
+    };
+    for _round in 0..100 {
+        let mut facts_in: Vec<Option<Facts>> = vec![None; nodes.len()];
+        facts_in[(root - FIRST) as usize] = Some(Vec::new());
+        let mut changed = false;
+        for i in (0..nodes.len()).rev() {
+            let Some(f) = facts_in[i].clone() else {
+                continue;
+            };
+            let n = nodes[i];
+            for outcome in [true, false] {
+                let ef = learn(&f, n.atom, outcome);
+                let mut s = if outcome { n.t } else { n.f };
+                let mut steps = 0;
+                while s >= FIRST && steps < nodes.len() {
+                    let c = nodes[(s - FIRST) as usize];
+                    match decide(&ef, c.atom) {
+                        Some(o) => s = if o { c.t } else { c.f },
+                        None => break,
+                    }
+                    steps += 1;
+                }
+                let slot = if outcome {
+                    &mut nodes[i].t
+                } else {
+                    &mut nodes[i].f
+                };
+                if *slot != s {
+                    *slot = s;
+                    changed = true;
+                }
+                if s >= FIRST {
+                    let j = (s - FIRST) as usize;
+                    facts_in[j] = Some(match &facts_in[j] {
+                        None => ef,
+                        Some(old) => meet(old, &ef),
+                    });
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Is accept reachable?
+    let mut seen = vec![false; nodes.len()];
+    let mut stack = vec![root];
+    while let Some(r) = stack.pop() {
+        if r == ACCEPT {
+            return false;
+        }
+        if r < FIRST || std::mem::replace(&mut seen[(r - FIRST) as usize], true) {
+            continue;
+        }
+        let n = nodes[(r - FIRST) as usize];
+        stack.push(n.t);
+        stack.push(n.f);
+    }
+    true
 }
 
 /// Emit blocks for the specialised graph, eliding loads of values already in A or X.
