@@ -3,9 +3,10 @@
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::ValueEnum;
 use netsift::bpf::asm;
+use netsift::capture::CaptureReader;
 
 use crate::expr;
 
@@ -28,22 +29,29 @@ pub struct Args {
     /// Print the program as `tcpdump -d` (the default).
     #[arg(short = 'd', action = clap::ArgAction::Count)]
     d: u8,
+    /// Compile for this capture file's link type and snap length, as `tcpdump -r FILE -d`.
+    #[arg(short = 'r', value_name = "FILE")]
+    read: Option<std::path::PathBuf>,
     /// Print a compiler stage instead of the program.
     #[arg(long, value_enum)]
     dump: Option<Dump>,
     /// The filter expression.
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "EXPR", trailing_var_arg = true)]
     expr: Vec<String>,
 }
 
 /// Run `netsift compile`.
 pub fn run(mut args: Args) -> Result<ExitCode> {
     let text = args.expr.join(" ");
-    let ctx = args.compile.context(None)?;
+    let file = match &args.read {
+        Some(path) => {
+            let reader = CaptureReader::open(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Some(expr::capture_target(&reader))
+        }
+        None => None,
+    };
+    let ctx = args.compile.context(file)?;
     match args.dump {
         Some(Dump::Ast) => {
             let ast = expr::parse_or_report(&text)?;

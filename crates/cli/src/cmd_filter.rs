@@ -41,11 +41,7 @@ pub struct Args {
     #[command(flatten)]
     compile: expr::CompileArgs,
     /// A filter expression (tcpdump syntax).
-    #[arg(
-        value_name = "EXPR",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "EXPR", trailing_var_arg = true)]
     expr: Vec<String>,
 }
 
@@ -119,17 +115,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             // Compiled as `tcpdump -r FILE EXPR` compiles it: the file's link type and snap
             // length, and libpcap's savefile meanings.
             let text = args.expr.join(" ");
-            let swapped = match reader.format() {
-                netsift::capture::Format::Pcap { byte_order, .. }
-                | netsift::capture::Format::Pcapng { byte_order, .. } => {
-                    (byte_order == netsift::capture::ByteOrder::Little)
-                        != cfg!(target_endian = "little")
-                }
-                _ => false,
-            };
-            let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
-            let snap = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
-            let ctx = args.compile.context(Some((lt, snap, swapped)))?;
+            let ctx = args.compile.context(Some(expr::capture_target(&reader)))?;
             let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
             Filter::new(prog, netsift::bpf::Rules::Libpcap)?
         }

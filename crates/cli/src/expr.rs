@@ -2,7 +2,7 @@
 
 use anyhow::{Result, anyhow, bail};
 use netsift::bpf::{Program, compile};
-use netsift::capture::LinkType;
+use netsift::capture::{ByteOrder, CaptureReader, Format, LinkType};
 use netsift::lang::{self, Context, Resolve, Target};
 
 /// Flags shared by the commands that compile expressions.
@@ -34,6 +34,21 @@ pub struct CompileArgs {
     pub no_optimize: bool,
 }
 
+/// What a filter compiled for this capture is compiled for, as `tcpdump -r FILE` compiles it:
+/// the file's link type (Ethernet if it has none yet), its snap length, and whether its byte
+/// order differs from this machine's (libpcap's savefile meanings of some link-layer fields).
+pub fn capture_target<R>(reader: &CaptureReader<R>) -> (LinkType, u32, bool) {
+    let swapped = match reader.format() {
+        Format::Pcap { byte_order, .. } | Format::Pcapng { byte_order, .. } => {
+            (byte_order == ByteOrder::Little) != cfg!(target_endian = "little")
+        }
+        _ => false,
+    };
+    let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
+    let snap = reader.snaplen().unwrap_or(crate::program::DEFAULT_SNAPLEN);
+    (lt, snap, swapped)
+}
+
 fn parse_level(s: &str) -> Result<u8, String> {
     match s {
         "0" => Ok(0),
@@ -58,7 +73,8 @@ impl CompileArgs {
         if let Some((_, _, swapped)) = file {
             ctx.target = Target::Savefile { swapped };
         }
-        ctx.netmask = self.netmask.map(u32::from);
+        // libpcap reads an all-ones netmask as "unknown" (PCAP_NETMASK_UNKNOWN).
+        ctx.netmask = self.netmask.map(u32::from).filter(|&m| m != u32::MAX);
         if self.resolve {
             ctx.resolve = Resolve::System;
         }
@@ -87,6 +103,15 @@ pub fn compile_or_report(text: &str, ctx: &Context, optimize: bool) -> Result<Pr
         },
     ) {
         Ok(p) => Ok(p),
-        Err(e) => bail!("{e}"),
+        // Whole-filter errors point at the whole expression.
+        Err(e) => bail!(
+            "{}",
+            lang::Error::new(
+                lang::ErrorKind::Semantic,
+                e.to_string(),
+                Some(lang::Span::new(0, text.len())),
+                text
+            )
+        ),
     }
 }

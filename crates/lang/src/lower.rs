@@ -1567,6 +1567,13 @@ impl<'a> Lower<'a> {
     // Relations and loads
 
     fn relation(&mut self, op: RelOp, a: &Arith, b: &Arith) -> R<NodeId> {
+        // libpcap evaluates arithmetic in 16 scratch registers (less those Geneve holds) and
+        // refuses expressions that need more at once; netsift's code needs fewer, but refuses
+        // the same expressions so that a filter means the same to both.
+        let need = regs(a).max(1 + regs(b));
+        if need > 16 - u32::from(self.next_reg) {
+            return self.err("too many registers needed to evaluate expression");
+        }
         let (va, ca) = self.arith(a)?;
         let (vb, cb) = self.arith(b)?;
         let (pop, negate) = match op {
@@ -2147,6 +2154,18 @@ fn addr_n(d: Dir) -> u32 {
     }
 }
 
+/// How many of libpcap's scratch registers evaluating `a` holds at its peak: every value
+/// (constant, `len`, load) takes one; a binary operator holds its left value while evaluating
+/// its right one; a load allocates its result before freeing its index.
+fn regs(a: &Arith) -> u32 {
+    match a {
+        Arith::Num(..) | Arith::Len(_) => 1,
+        Arith::Neg(x, _) => regs(x),
+        Arith::Bin(_, x, y, _) => regs(x).max(1 + regs(y)),
+        Arith::Load { index, .. } => regs(index).max(2),
+    }
+}
+
 /// The first constant of an arithmetic expression in evaluation order (what libpcap's
 /// division-by-zero and shift checks look at).
 fn first_const(a: &Arith) -> Option<u32> {
@@ -2154,7 +2173,9 @@ fn first_const(a: &Arith) -> Option<u32> {
         Arith::Num(n, _) => Some(*n),
         Arith::Bin(_, x, _, _) => first_const(x),
         Arith::Neg(x, _) => first_const(x),
-        Arith::Len(_) | Arith::Load { .. } => None,
+        // A load's code starts with its index's.
+        Arith::Load { index, .. } => first_const(index),
+        Arith::Len(_) => None,
     }
 }
 
@@ -2182,12 +2203,36 @@ fn atoin(s: &str) -> Option<(u32, u32)> {
     Some((addr, len))
 }
 
-/// libpcap's `__pcap_atodn`: `area.node` into a 16-bit DECnet address.
+/// C's `sscanf("%d")` on a 64-bit glibc: optional sign and decimal digits, the value
+/// saturated to the range of `long` as `strtol` does, then truncated to `int`. Returns the
+/// value and the rest of the text.
+fn scanf_int(s: &str) -> Option<(i32, &str)> {
+    let t = s.trim_start();
+    let (neg, rest) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for b in rest[..digits].bytes() {
+        v = v.saturating_mul(10).saturating_add(i64::from(b - b'0'));
+    }
+    let v = if neg { v.saturating_neg() } else { v };
+    // strtol saturates at LONG_MIN/LONG_MAX; the store into an int keeps the low 32 bits.
+    Some((v as i32, &rest[digits..]))
+}
+
+/// libpcap's `__pcap_atodn`: `sscanf("%d.%d")` into area and node, then a 16-bit DECnet
+/// address (overflowing numbers wrap as the C code's do).
 fn atodn(s: &str) -> Option<u32> {
-    let mut it = s.split('.');
-    let area: u32 = it.next()?.parse().ok()?;
-    let node: u32 = it.next()?.parse().ok()?;
-    Some(((area << 10) & 0xfc00) | (node & 0x03ff))
+    let (area, rest) = scanf_int(s)?;
+    let rest = rest.strip_prefix('.')?;
+    let (node, _) = scanf_int(rest)?;
+    Some((((area << 10) & 0xfc00) | (node & 0x03ff)) as u32)
 }
 
 /// Parse a MAC address: six groups of one or two hex digits, separators skipped.
@@ -2230,26 +2275,12 @@ fn service_kind(tcp: Option<u16>, udp: Option<u16>) -> (u32, PortProto) {
 /// `pcap_nametoportrange`: `N-M` numerically (trailing junk ignored), or two service names or
 /// numbers split at the first `-`.
 fn portrange(name: &str) -> Option<(i64, i64, PortProto)> {
-    // sscanf("%d-%d"): optional sign, digits, '-', optional sign, digits.
-    fn scan_int(s: &str) -> Option<(i64, &str)> {
-        let s = s.trim_start();
-        let (neg, rest) = match s.as_bytes().first() {
-            Some(b'-') => (true, &s[1..]),
-            Some(b'+') => (false, &s[1..]),
-            _ => (false, s),
-        };
-        let digits = rest.bytes().take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 {
-            return None;
-        }
-        let v: i64 = rest[..digits].parse().ok()?;
-        Some((if neg { -v } else { v }, &rest[digits..]))
-    }
-    if let Some((p1, rest)) = scan_int(name)
+    // sscanf("%d-%d").
+    if let Some((p1, rest)) = scanf_int(name)
         && let Some(rest) = rest.strip_prefix('-')
-        && let Some((p2, _)) = scan_int(rest)
+        && let Some((p2, _)) = scanf_int(rest)
     {
-        return Some((p1, p2, PortProto::Any));
+        return Some((i64::from(p1), i64::from(p2), PortProto::Any));
     }
     let (a, b) = name.split_once('-')?;
     let (t1, u1) = names::service(a)?;

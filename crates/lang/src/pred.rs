@@ -111,6 +111,11 @@ pub struct Test {
     pub mask: u32,
     /// The comparison.
     pub cmp: Cmp,
+    /// Written as a relation in the filter text (`ip[9] = 6`) rather than produced by a
+    /// primitive (`udp`). The test means the same either way; libpcap loads such a field
+    /// differently, which decides which contradictions it reports as "expression rejects all
+    /// packets".
+    pub relation: bool,
 }
 
 /// An arithmetic value (`proto[expr:size]`, `len`, constants and the operators).
@@ -631,7 +636,12 @@ impl Builder {
 
     /// A field test.
     pub fn test(&mut self, field: Field, mask: u32, cmp: Cmp) -> NodeId {
-        self.intern(Node::Test(Test { field, mask, cmp }))
+        self.intern(Node::Test(Test {
+            field,
+            mask,
+            cmp,
+            relation: false,
+        }))
     }
 
     /// `field & mask == v` (mask `0xffffffff` for none).
@@ -651,7 +661,12 @@ impl Builder {
                 RelOp::Ge => Cmp::Ge(k),
                 RelOp::Eq => Cmp::Eq(k),
             };
-            return self.test(field, mask, cmp);
+            return self.intern(Node::Test(Test {
+                field,
+                mask,
+                cmp,
+                relation: true,
+            }));
         }
         self.intern(Node::Relation(a, op, b))
     }
@@ -775,19 +790,21 @@ impl Builder {
             // f >= lo and not f > hi  →  f in [lo, hi]
             if let (Node::Test(t1), Node::Not(nb)) = (&ta, &tb)
                 && let Node::Test(t2) = self.node(*nb).clone()
-                && t1.field == t2.field
-                && t1.mask == t2.mask
+                && (t1.field, t1.mask, t1.relation) == (t2.field, t2.mask, t2.relation)
                 && let (Cmp::Ge(lo), Cmp::Gt(hi)) = (&t1.cmp, &t2.cmp)
                 && lo <= hi
             {
-                return Some(self.test(t1.field, t1.mask, Cmp::Range(*lo, *hi)));
+                return Some(self.intern(Node::Test(Test {
+                    cmp: Cmp::Range(*lo, *hi),
+                    ..t1.clone()
+                })));
             }
             None
         } else {
             let (Node::Test(t1), Node::Test(t2)) = (&ta, &tb) else {
                 return None;
             };
-            if t1.field != t2.field || t1.mask != t2.mask {
+            if (t1.field, t1.mask, t1.relation) != (t2.field, t2.mask, t2.relation) {
                 return None;
             }
             let mut vals: Vec<u32> = match &t1.cmp {
@@ -802,7 +819,10 @@ impl Builder {
             }
             let mut seen = crate::fxhash::FxHashSet::default();
             vals.retain(|v| seen.insert(*v));
-            Some(self.test(t1.field, t1.mask, Cmp::OneOf(vals.into_boxed_slice())))
+            Some(self.intern(Node::Test(Test {
+                cmp: Cmp::OneOf(vals.into_boxed_slice()),
+                ..t1.clone()
+            })))
         }
     }
 
@@ -948,7 +968,8 @@ mod tests {
             &Node::Test(Test {
                 field: f(12),
                 mask: u32::MAX,
-                cmp: Cmp::OneOf(Box::new([1, 2]))
+                cmp: Cmp::OneOf(Box::new([1, 2])),
+                relation: false,
             })
         );
         // Not adjacent: no merge across another field.
@@ -964,7 +985,8 @@ mod tests {
             &Node::Test(Test {
                 field: f(20),
                 mask: u32::MAX,
-                cmp: Cmp::Range(10, 20)
+                cmp: Cmp::Range(10, 20),
+                relation: false,
             })
         );
     }

@@ -98,3 +98,39 @@ fn bpf_run_on_random_and_stored_inputs() {
         fuzz::bpf_run(&input);
     }
 }
+
+#[test]
+fn lang_targets_on_libpcap_expressions_and_mutations() {
+    let mut rng = Rng::new(4);
+    let mut exprs: Vec<String> = Vec::new();
+    for table in ["accept.tsv", "reject.tsv", "apply.tsv"] {
+        for r in data::libpcap_table(table) {
+            exprs.push(r.get("expr").to_string());
+        }
+    }
+    exprs.sort();
+    exprs.dedup();
+    let mut n = 0;
+    for e in &exprs {
+        fuzz::lang_compile(e.as_bytes());
+        fuzz::lang_vs_libpcap(e.as_bytes());
+        let mut m = e.clone().into_bytes();
+        if !m.is_empty() {
+            let at = rng.below(m.len() as u64) as usize;
+            m[at] = *rng.pick(b" ()[]&|!=<>-+*/%^:0123456789abcdefx.andortcpip");
+            fuzz::lang_compile(&m);
+            fuzz::lang_vs_libpcap(&m);
+            fuzz::lang_compile(&m[..at]);
+            fuzz::lang_vs_libpcap(&m[..at]);
+        }
+        n += 5;
+    }
+    for target in ["lang_compile", "lang_vs_libpcap"] {
+        for input in stored_inputs(target) {
+            fuzz::lang_compile(&input);
+            fuzz::lang_vs_libpcap(&input);
+            n += 1;
+        }
+    }
+    println!("lang targets: {n} inputs");
+}

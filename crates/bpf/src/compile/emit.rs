@@ -26,10 +26,7 @@ pub(crate) fn load_field(field: &Field) -> Vec<Insn> {
             let sz = size_bits(size);
             match loc {
                 Loc::Abs(k) => vec![Insn::stmt(LD | sz | ABS, k)],
-                Loc::Ipv4Payload { nl, off } => vec![
-                    Insn::stmt(LDX | B | MSH, nl),
-                    Insn::stmt(LD | sz | IND, nl.wrapping_add(off)),
-                ],
+                Loc::Ipv4Payload { nl, off } => ipv4_payload_load(nl, off, sz),
                 Loc::Var { reg, off } => vec![
                     Insn::stmt(LDX | W | MEM, u32::from(reg)),
                     Insn::stmt(LD | sz | IND, off),
@@ -42,6 +39,26 @@ pub(crate) fn load_field(field: &Field) -> Vec<Insn> {
                 }
             }
         }
+    }
+}
+
+/// Load after the IPv4 header at `nl`: `ldxb 4*([nl]&0xf); ld [x + nl+off]`. For offsets so
+/// large that X + off could wrap around 2^32 the offset is added to X first, as libpcap's
+/// unoptimised code computes it (`Loc::Ipv4Payload`'s meaning).
+pub(crate) fn ipv4_payload_load(nl: u32, off: u32, sz: u16) -> Vec<Insn> {
+    if off <= u32::MAX - 64 - nl {
+        vec![
+            Insn::stmt(LDX | B | MSH, nl),
+            Insn::stmt(LD | sz | IND, nl + off),
+        ]
+    } else {
+        vec![
+            Insn::stmt(LDX | B | MSH, nl),
+            Insn::stmt(LD | IMM, off),
+            Insn::stmt(ALU | ADD | X, 0),
+            Insn::stmt(MISC | TAX, 0),
+            Insn::stmt(LD | sz | IND, nl),
+        ]
     }
 }
 

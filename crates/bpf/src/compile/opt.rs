@@ -391,7 +391,8 @@ fn fold(v: &Val) -> Result<Val, CompileError> {
                 (_, Val::Const(k)) if *k > 31 && matches!(op, ArithOp::Shl | ArithOp::Shr) => {
                     return bad("shift by more than 31 bits");
                 }
-                (Val::Const(0), _) => match op {
+                // libpcap folds these too, `0 / x` and `0 % x` included; `0 - x` is `-x`.
+                (Val::Const(0), _) if *op != ArithOp::Sub => match op {
                     ArithOp::Add | ArithOp::Or | ArithOp::Xor => b,
                     _ => Val::Const(0),
                 },
@@ -428,7 +429,12 @@ fn as_test(v: &Val, op: RelOp, k: u32) -> Option<Test> {
         RelOp::Ge => Cmp::Ge(k),
         RelOp::Eq => Cmp::Eq(k),
     };
-    Some(Test { field, mask, cmp })
+    Some(Test {
+        field,
+        mask,
+        cmp,
+        relation: true,
+    })
 }
 
 /// Build the decision graph of `node` with successors `t` and `f`.
@@ -881,10 +887,18 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
         return root == REJECT;
     }
     let mut nodes = g0.nodes.clone();
+    // libpcap decides a branch from a dominating one only when both compare the same value
+    // number with the same operator and operand (or a taken `jeq` excludes other constants),
+    // so a test other than equality is a boolean of its own, like a relation. A field read by
+    // a relation in the filter text (`ip[9] = 6`) is a different value number from the same
+    // field read by a primitive (`udp`): libpcap loads the former through X.
     let test_of = |atom: u32| -> (u32, Cmp) {
         match &g0.atoms[atom as usize] {
-            Atom::Test(t) => (g0.keys[atom as usize], t.cmp.clone()),
-            Atom::Rel(..) => (g0.keys[atom as usize], Cmp::Eq(1)),
+            Atom::Test(t) if matches!(t.cmp, Cmp::Eq(_) | Cmp::OneOf(_) | Cmp::Bits(_)) => (
+                2 * g0.keys[atom as usize] + u32::from(t.relation),
+                t.cmp.clone(),
+            ),
+            Atom::Test(_) | Atom::Rel(..) => (u32::MAX - atom, Cmp::Eq(1)),
         }
     };
     let decide = |facts: &Facts, atom: u32| -> Option<bool> {
@@ -931,11 +945,34 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
             let n = nodes[i];
             for outcome in [true, false] {
                 let ef = learn(&f, n.atom, outcome);
+                // A true set test is a chain of `jeq`s each with its own edge to the target:
+                // on every one the value is known, so right after it any test the set
+                // decides is threaded. The edges meet at the target, where nothing is known.
+                let among = match test_of(n.atom) {
+                    (k, Cmp::OneOf(vs)) if outcome => Some((k, vs)),
+                    _ => None,
+                };
+                let decide_set = |atom: u32| -> Option<bool> {
+                    let (k, vs) = among.as_ref()?;
+                    match test_of(atom) {
+                        (kc, Cmp::Eq(v)) if kc == *k => (!vs.contains(&v)).then_some(false),
+                        (kc, Cmp::OneOf(ws)) if kc == *k => {
+                            if vs.iter().all(|v| ws.contains(v)) {
+                                Some(true)
+                            } else if vs.iter().all(|v| !ws.contains(v)) {
+                                Some(false)
+                            } else {
+                                None
+                            }
+                        }
+                        _ => None,
+                    }
+                };
                 let mut s = if outcome { n.t } else { n.f };
                 let mut steps = 0;
                 while s >= FIRST && steps < nodes.len() {
                     let c = nodes[(s - FIRST) as usize];
-                    match decide(&ef, c.atom) {
+                    match decide(&ef, c.atom).or_else(|| decide_set(c.atom)) {
                         Some(o) => s = if o { c.t } else { c.f },
                         None => break,
                     }
@@ -1043,13 +1080,19 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
                         Field::Packet {
                             loc: Loc::Ipv4Payload { nl, off },
                             size,
-                        } => {
+                        } if off <= u32::MAX - 64 - nl => {
                             if xin != Holds::Msh(nl) {
                                 stmts.push(Insn::stmt(LDX | B | MSH, nl));
                             }
-                            stmts
-                                .push(Insn::stmt(LD | size_bits(size) | IND, nl.wrapping_add(off)));
+                            stmts.push(Insn::stmt(LD | size_bits(size) | IND, nl + off));
                             xout = Holds::Msh(nl);
+                        }
+                        Field::Packet {
+                            loc: Loc::Ipv4Payload { .. },
+                            ..
+                        } => {
+                            stmts.extend(load_field(&t.field));
+                            xout = Holds::Unknown;
                         }
                         Field::Packet {
                             loc: Loc::Var { reg, off },

@@ -96,5 +96,18 @@ fn main() {
             n += 1;
         }
     }
+    // Filter expressions from libpcap's test suite.
+    let mut exprs: Vec<String> = Vec::new();
+    for table in ["accept.tsv", "reject.tsv"] {
+        for r in data::libpcap_table(table) {
+            exprs.push(r.get("expr").to_string());
+        }
+    }
+    exprs.sort();
+    exprs.dedup();
+    for (i, e) in exprs.iter().enumerate() {
+        write(dir, "lang_compile", &format!("seed-{i}"), e.as_bytes());
+        write(dir, "lang_vs_libpcap", &format!("seed-{i}"), e.as_bytes());
+    }
     println!("fuzz seeds written to {}", dir.display());
 }
