@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Plot a criterion benchmark group of netsift against its baseline.
 
-usage: scripts/plot-bench.py GROUP PACKETS OUT.png
+usage: scripts/plot-bench.py GROUP PACKETS OUT.png   (PACKETS 1: per iteration; log scale when
+the values span more than three orders of magnitude)
 Reads target/criterion/GROUP/<filter>_<engine>/new/estimates.json (written by
 `cargo bench -p netsift-bench --bench GROUP`) and draws ns/packet per filter and engine.
 Needs matplotlib (pip install matplotlib).
@@ -31,8 +32,15 @@ for i, e in enumerate(engines):
     bars = ax.bar(xs, ys, w, label=e)
     ax.bar_label(bars, fmt="%.1f", fontsize=7)
 ax.set_xticks([j + w * (len(engines) - 1) / 2 for j in range(len(order))], order, rotation=20)
-ax.set_ylabel("ns per packet (median)")
-ax.set_title(f"{group}: {packets} packets per iteration")
+vals = [v for d in data.values() for v in d.values() if v > 0]
+if vals and max(vals) / min(vals) > 1000:
+    ax.set_yscale("log")
+if packets == 1:
+    ax.set_ylabel("ns per iteration (median)")
+    ax.set_title(f"{group}")
+else:
+    ax.set_ylabel("ns per packet (median)")
+    ax.set_title(f"{group}: {packets} packets per iteration")
 ax.legend()
 fig.tight_layout()
 fig.savefig(out, dpi=110)

@@ -647,6 +647,65 @@ fn lookup<T: Copy>(table: &FxHashMap<&'static [u8], T>, word: &[u8]) -> Option<(
     table.get(word).map(|&v| (word.len(), v))
 }
 
+/// A token found by [`fast_word`].
+enum Fast<'a> {
+    Tok(Tok),
+    /// A decimal number still to convert (it may overflow).
+    Num(&'a str),
+}
+
+/// The common words, decided without trying every rule: a keyword, constant or name made of
+/// letters, digits and `_`; a decimal number; a dotted IPv4 prefix of 2 or 4 parts. Anything
+/// an address rule could also match (a `:` or `-`, twelve or more hex digits, three dotted
+/// parts like a `xxxx.xxxx.xxxx` MAC, a name with a dot) is left to the full longest-match
+/// search, which gives the same answer for the words decided here.
+fn fast_word<'a>(
+    s: &'a [u8],
+    at: usize,
+    kws: &FxHashMap<&'static [u8], Kw>,
+    consts: &FxHashMap<&'static [u8], u32>,
+) -> Option<(Fast<'a>, usize)> {
+    let c = s[at];
+    if !c.is_ascii_alphanumeric() {
+        return None;
+    }
+    let run = s[at..]
+        .iter()
+        .take_while(|&&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+        .count();
+    let w = &s[at..at + run];
+    if run >= 12 || w.iter().any(|&b| matches!(b, b':' | b'-')) || w[run - 1] == b'_' {
+        return None;
+    }
+    // Only ASCII bytes from here on.
+    let text = std::str::from_utf8(w).ok()?;
+    if c.is_ascii_alphabetic() {
+        if w.contains(&b'.') {
+            return None;
+        }
+        let tok = if let Some(&k) = kws.get(w) {
+            Tok::Kw(k)
+        } else if let Some(&v) = consts.get(w) {
+            Tok::Num(v)
+        } else {
+            Tok::Id(text.to_owned())
+        };
+        return Some((Fast::Tok(tok), run));
+    }
+    if !w.iter().all(|&b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let parts = w.split(|&b| b == b'.').count();
+    if w.split(|&b| b == b'.').any(<[u8]>::is_empty) {
+        return None;
+    }
+    match parts {
+        1 => Some((Fast::Num(text), run)),
+        2 | 4 => Some((Fast::Tok(Tok::Hid(text.to_owned())), run)),
+        _ => None,
+    }
+}
+
 /// Convert a `N` token as libpcap's `stou` does: `0x` hex, leading `0` octal, else decimal;
 /// 32-bit overflow and non-octal digits are errors.
 fn stou(text: &str) -> Result<u32, String> {
@@ -702,6 +761,24 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         static KW: std::sync::OnceLock<FxHashMap<&'static [u8], Kw>> = std::sync::OnceLock::new();
         static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> =
             std::sync::OnceLock::new();
+        if let Some((tok, len)) = fast_word(
+            s,
+            at,
+            KW.get_or_init(|| table_map(KEYWORDS)),
+            CONST.get_or_init(|| table_map(CONSTANTS)),
+        ) {
+            let span = Span::new(at, at + len);
+            let tok = match tok {
+                Fast::Tok(t) => t,
+                Fast::Num(text) => match stou(text) {
+                    Ok(n) => Tok::Num(n),
+                    Err(m) => return err(m, span),
+                },
+            };
+            out.push(Token { tok, span });
+            at += len;
+            continue;
+        }
         let id = id_len(s, at);
         let kw = if s[at..].starts_with(b"&&") {
             Some((2, Kw::And))

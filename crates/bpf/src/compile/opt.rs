@@ -550,10 +550,16 @@ impl Liveness {
     }
 }
 
-/// Interned fact sets: id 0 is the empty set.
+/// A fact set of the specialiser: (key, interned knowledge) sorted by key.
+type FactIds = Vec<(u32, u32)>;
+
+/// Interned fact sets (id 0 is the empty set) and interned knowledge values: a set is a short
+/// list of ids, cheap to hash, compare and copy, however much each fact knows.
 struct FactTable {
-    sets: Vec<Facts>,
-    ids: HashMap<Facts, u32>,
+    sets: Vec<FactIds>,
+    ids: HashMap<FactIds, u32>,
+    knows: Vec<Know>,
+    know_ids: HashMap<Know, u32>,
 }
 
 impl FactTable {
@@ -561,18 +567,30 @@ impl FactTable {
         let mut t = FactTable {
             sets: vec![Vec::new()],
             ids: HashMap::default(),
+            knows: Vec::new(),
+            know_ids: HashMap::default(),
         };
         t.ids.insert(Vec::new(), 0);
         t
     }
 
-    fn intern(&mut self, f: Facts) -> u32 {
+    fn intern(&mut self, f: FactIds) -> u32 {
         if let Some(&id) = self.ids.get(&f) {
             return id;
         }
         let id = self.sets.len() as u32;
         self.sets.push(f.clone());
         self.ids.insert(f, id);
+        id
+    }
+
+    fn know(&mut self, k: Know) -> u32 {
+        if let Some(&id) = self.know_ids.get(&k) {
+            return id;
+        }
+        let id = self.knows.len() as u32;
+        self.knows.push(k);
+        self.know_ids.insert(k, id);
         id
     }
 }
@@ -612,10 +630,10 @@ fn specialise(
                         if set.iter().all(|(k, _)| live.live(r, *k)) {
                             facts
                         } else {
-                            let kept: Facts = set
+                            let kept: FactIds = set
                                 .iter()
                                 .filter(|(k, _)| live.live(r, *k))
-                                .cloned()
+                                .copied()
                                 .collect();
                             table.intern(kept)
                         }
@@ -640,7 +658,7 @@ fn specialise(
                 let decided = set
                     .binary_search_by_key(&fkey, |(k, _)| *k)
                     .ok()
-                    .and_then(|i| set[i].1.decide(cmp, weak));
+                    .and_then(|i| table.knows[set[i].1 as usize].decide(cmp, weak));
                 if let Some(outcome) = decided {
                     let next = if outcome { n.t } else { n.f };
                     stack.push(Frame::Alias(key));
@@ -656,11 +674,16 @@ fn specialise(
                     }
                     let mut f = table.sets[facts as usize].clone();
                     match f.binary_search_by_key(&fkey, |(k, _)| *k) {
-                        Ok(i) => f[i].1.learn(cmp, outcome, weak),
+                        Ok(i) => {
+                            let mut k = table.knows[f[i].1 as usize];
+                            k.learn(cmp, outcome, weak);
+                            f[i].1 = table.know(k);
+                        }
                         Err(i) => {
                             let mut k = Know::new(hi);
                             k.learn(cmp, outcome, weak);
-                            f.insert(i, (fkey, k));
+                            let kid = table.know(k);
+                            f.insert(i, (fkey, kid));
                         }
                     }
                     let id = table.intern(f);
