@@ -11,6 +11,10 @@
 
 #![deny(missing_docs)]
 
+#[cfg(target_os = "linux")]
+pub mod capture;
 pub mod libpcap;
+#[cfg(target_os = "linux")]
+pub mod netns;
 pub mod suite;
 pub mod workload;

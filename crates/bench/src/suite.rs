@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 2] = [
+pub const SUITES: [(&str, &str); 3] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -18,6 +18,10 @@ pub const SUITES: [(&str, &str); 2] = [
     (
         "compile",
         "filter compiler (parse, lower, optimise) against libpcap's pcap_compile",
+    ),
+    (
+        "capture",
+        "live capture on a veth pair (AF_PACKET, AF_XDP) against tcpdump -w /dev/null; needs root",
     ),
 ];
 
@@ -54,6 +58,11 @@ pub fn run(name: &str) -> Result<String, String> {
     match name {
         "interp" => interp(),
         "compile" => compile(),
+        #[cfg(target_os = "linux")]
+        "capture" => {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            crate::capture::suite(&exe, 1_000_000, 3)
+        }
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
             SUITES.map(|(n, _)| n).join(", ")

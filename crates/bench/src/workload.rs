@@ -88,6 +88,16 @@ pub fn compile_filters() -> Vec<NamedFilter> {
 /// and public networks, some IPv6, ICMP, ARP and VLAN-tagged frames; a few packets touch the
 /// Swift filter-6 hosts.
 pub fn packets(seed: u64, count: usize) -> Vec<Packet> {
+    mix(seed, count, Some(SNAPLEN))
+}
+
+/// The same mix as [`packets`], with whole frames (the wire length of each packet is its
+/// length): traffic to send onto a test network.
+pub fn frames(seed: u64, count: usize) -> Vec<Packet> {
+    mix(seed, count, None)
+}
+
+fn mix(seed: u64, count: usize, cut: Option<usize>) -> Vec<Packet> {
     let mut rng = XorShift64::new(seed);
     let hosts: Vec<[u8; 4]> = (0..38u8).map(|i| [10, 1, i / 10, 10 + i]).collect();
     let nets: [[u8; 2]; 5] = [[10, 0], [172, 16], [192, 168], [198, 18], [203, 0]];
@@ -137,7 +147,9 @@ pub fn packets(seed: u64, count: usize) -> Vec<Packet> {
         let mut p = b
             .pad_to(60)
             .build_packet(Timestamp::from_nanos(i as i128 * 4_000));
-        p.data.truncate(SNAPLEN);
+        if let Some(cut) = cut {
+            p.data.truncate(cut);
+        }
         out.push(p);
     }
     out

@@ -9,15 +9,15 @@
 //! A capture that turns out to be truncated or corrupt is processed up to the last good packet;
 //! then the error is reported and the exit status is 1.
 
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use netsift::bpf::Filter;
-use netsift::capture::{CaptureReader, LinkType, PacketRef, PcapWriter, PcapngWriter, Precision};
+use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
 
+use crate::sink::{Format, Writer};
 use crate::{expr, output, program};
 
 /// Flags of `netsift filter`.
@@ -43,62 +43,6 @@ pub struct Args {
     /// A filter expression (tcpdump syntax).
     #[arg(value_name = "EXPR", trailing_var_arg = true)]
     expr: Vec<String>,
-}
-
-/// Where accepted packets are written.
-enum Sink {
-    Pcap(PcapWriter<BufWriter<File>>, LinkType),
-    Pcapng(PcapngWriter<BufWriter<File>>),
-}
-
-impl Sink {
-    fn create(
-        path: &Path,
-        link_type: LinkType,
-        snaplen: u32,
-        precision: Precision,
-    ) -> Result<Sink> {
-        let file =
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        let w = BufWriter::new(file);
-        let is_ng = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("pcapng"));
-        Ok(if is_ng {
-            Sink::Pcapng(PcapngWriter::new(w)?)
-        } else {
-            Sink::Pcap(
-                PcapWriter::new(w, link_type, snaplen, precision)?,
-                link_type,
-            )
-        })
-    }
-
-    fn write(&mut self, p: &PacketRef<'_>) -> Result<()> {
-        match self {
-            Sink::Pcap(w, lt) => {
-                if p.link_type != *lt {
-                    bail!(
-                        "cannot write a packet of link type {} into a pcap file of link type {}; \
-                         write a .pcapng file instead",
-                        p.link_type,
-                        lt
-                    );
-                }
-                w.write_packet(p)?;
-            }
-            Sink::Pcapng(w) => w.write_packet(p)?,
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> Result<()> {
-        match self {
-            Sink::Pcap(w, _) => w.into_inner()?.flush()?,
-            Sink::Pcapng(w) => w.into_inner()?.flush()?,
-        }
-        Ok(())
-    }
 }
 
 /// Run `netsift filter`.
@@ -127,7 +71,11 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     };
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut sink: Option<Sink> = None;
+    let mut sink: Option<Writer> = None;
+    let out_name = args
+        .write
+        .as_ref()
+        .map(|p| p.to_string_lossy().into_owned());
     let mut accepted = 0u64;
     let mut index = 0u64;
     let mut failure = None;
@@ -151,13 +99,20 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         if !args.verdicts {
             writeln!(out, "{}", output::packet_line(&packet))?;
         }
-        if let Some(path) = &args.write {
+        if let Some(name) = &out_name {
             let kept = PacketRef {
                 data: &packet.data[..packet.data.len().min(result as usize)],
                 ..packet
             };
             if sink.is_none() {
-                sink = Some(Sink::create(path, kept.link_type, snaplen, precision)?);
+                let format = Format::for_path(name, None);
+                sink = Some(Writer::create(
+                    name,
+                    format,
+                    kept.link_type,
+                    snaplen,
+                    precision,
+                )?);
             }
             if let Some(s) = sink.as_mut() {
                 s.write(&kept)?;
@@ -169,11 +124,17 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     }
     out.flush()?;
     if sink.is_none()
-        && let Some(path) = &args.write
+        && let Some(name) = &out_name
     {
         // Nothing accepted: still leave a valid, empty capture behind.
         let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
-        sink = Some(Sink::create(path, lt, snaplen, precision)?);
+        sink = Some(Writer::create(
+            name,
+            Format::for_path(name, None),
+            lt,
+            snaplen,
+            precision,
+        )?);
     }
     if let Some(s) = sink {
         s.finish()?;

@@ -6,13 +6,17 @@
 //! closed output pipe (`netsift … | head`) ends the program quietly with status 0.
 
 mod cmd_bench;
+mod cmd_capture;
 mod cmd_compile;
 mod cmd_demo;
 mod cmd_filter;
+mod cmd_gen;
 mod expr;
 mod output;
 mod program;
 mod sample;
+mod signals;
+mod sink;
 
 use std::io;
 use std::process::ExitCode;
@@ -33,6 +37,10 @@ enum Command {
     Compile(cmd_compile::Args),
     /// Run a filter over a capture file: print the packets it accepts, or one verdict per packet.
     Filter(cmd_filter::Args),
+    /// Capture packets from an interface (or read a file) through a filter, like tcpdump.
+    Capture(cmd_capture::Args),
+    /// Send test traffic onto an interface (a capture file or a synthetic mix).
+    Gen(cmd_gen::Args),
     /// Run a few meaningful filters over the bundled sample capture and print a short report.
     Demo(cmd_demo::Args),
     /// Run a benchmark suite against its baseline (libpcap), measured in the same run.
@@ -44,6 +52,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compile(args) => cmd_compile::run(args),
         Command::Filter(args) => cmd_filter::run(args),
+        Command::Capture(args) => cmd_capture::run(args),
+        Command::Gen(args) => cmd_gen::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Bench(args) => cmd_bench::run(args),
     };

@@ -17,5 +17,6 @@ pub mod corpus;
 pub mod data;
 pub mod exprgen;
 pub mod fuzz;
+pub use netsift_bench::netns;
 pub mod oracle;
 pub mod rng;

@@ -1,0 +1,369 @@
+//! `netsift capture` and `netsift gen` on a veth pair in a namespace of the test's own: the
+//! packets written are exactly those libpcap's verdict accepts for the same bytes, files are
+//! readable by tcpdump and by netsift, the summary's counters are right, and SIGINT ends a
+//! capture cleanly.
+//!
+//! Needs root and iproute2; tcpdump for the readability check (`scripts/test` installs both).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use netsift_capture::CaptureReader;
+use netsift_capture::generate::FrameBuilder;
+use netsift_capture::live::{AfPacket, AfPacketConfig, Flow, Sender, Source};
+use netsift_testkit::netns::Lab;
+use netsift_testkit::oracle;
+
+const BIN: &str = env!("CARGO_BIN_EXE_netsift");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("netsift-live-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn lab() -> Lab {
+    Lab::new().unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"))
+}
+
+/// Test frames: the synthetic mix plus tagged syslog frames.
+fn frames() -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = netsift_bench::workload::frames(3, 400)
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    for i in 0..40u16 {
+        let b = FrameBuilder::new()
+            .ipv4([198, 18, 9, 9], [198, 18, 8, 8])
+            .udp(3000 + i, 514)
+            .payload(&[1; 40]);
+        v.insert(
+            (i as usize * 7) % v.len(),
+            if i % 2 == 0 {
+                b.vlan(7).build()
+            } else {
+                b.vlan_tag(0x88a8, 5).vlan(7).build()
+            },
+        );
+    }
+    v
+}
+
+/// Starts `netsift capture ARGS` in the namespace and waits for its banner.
+fn start_capture(lab: &Lab, args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut child = lab
+        .command(BIN)
+        .arg("capture")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn netsift capture");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("banner");
+    assert!(
+        line.contains("listening on"),
+        "unexpected first line: {line:?}"
+    );
+    (child, err)
+}
+
+/// SIGINT, then the rest of stderr and the exit status.
+fn stop(mut child: Child, mut err: BufReader<std::process::ChildStderr>) -> String {
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: kill(2) on the child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).expect("stderr");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "capture exited with {status}: {rest}");
+    rest
+}
+
+fn summary(text: &str, what: &str) -> u64 {
+    text.lines()
+        .find(|l| l.ends_with(what))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '{what}' line in {text:?}"))
+}
+
+fn send(lab: &Lab, frames: &[Vec<u8>]) {
+    let a = lab.a.clone();
+    lab.run(|| {
+        let mut tx = Sender::open(&a).expect("sender");
+        let mut it = frames.iter().map(Vec::as_slice);
+        tx.send_paced(
+            &mut it,
+            Some(20_000),
+            frames.len() as u64,
+            Duration::from_secs(20),
+        )
+        .expect("send");
+    });
+}
+
+fn read_all(path: &PathBuf) -> Vec<(Vec<u8>, u32)> {
+    let mut r = CaptureReader::open(path).expect("written file");
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("packet");
+        v.push((p.data.to_vec(), p.wire_len));
+    }
+    v
+}
+
+/// Runs one capture with `filter` through `extra` flags and checks it against libpcap.
+fn capture_matches_libpcap(lab: &Lab, frames: &[Vec<u8>], extra: &[&str], filter: &str, tag: &str) {
+    let out = tmp(&format!("{tag}.pcap"));
+    let mut args = vec!["-i", lab.b.as_str(), "-w", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push(filter);
+    let (child, err) = start_capture(lab, &args);
+    send(lab, frames);
+    let text = stop(child, err);
+    let prog = oracle::compile(1, 262_144, filter, true).expect("libpcap compiles the filter");
+    let expected: Vec<(Vec<u8>, u32)> = frames
+        .iter()
+        .filter_map(|f| {
+            let r = oracle::filter(&prog, f, f.len() as u32).expect("libpcap runs");
+            (r > 0).then(|| (f[..f.len().min(r as usize)].to_vec(), f.len() as u32))
+        })
+        .collect();
+    let got = read_all(&out);
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "{tag} `{filter}`: wrote {} packets, libpcap accepts {}",
+        got.len(),
+        expected.len()
+    );
+    assert!(
+        got == expected,
+        "{tag} `{filter}`: packets differ from libpcap's choice"
+    );
+    assert_eq!(
+        summary(&text, "packets captured"),
+        expected.len() as u64,
+        "{text}"
+    );
+    assert_eq!(summary(&text, "packets dropped by kernel"), 0, "{text}");
+    let received = summary(&text, "packets received by filter");
+    let kernel_prefilter = text.contains("kernel pre-filter on") || tag.contains("auto");
+    if extra.contains(&"bpf") || extra.contains(&"afxdp") {
+        // No kernel pre-filter: every frame reaches the filter.
+        assert_eq!(received, frames.len() as u64, "{tag}: {text}");
+    } else if kernel_prefilter {
+        // The kernel passes what the filter accepts plus every VLAN-tagged frame.
+        let tagged_rejected = frames
+            .iter()
+            .filter(|f| matches!(f[12..14], [0x81, 0x00] | [0x88, 0xa8]))
+            .filter(|f| oracle::filter(&prog, f, f.len() as u32) == Some(0))
+            .count();
+        assert_eq!(
+            received,
+            (expected.len() + tagged_rejected) as u64,
+            "{tag}: {text}"
+        );
+    }
+    // tcpdump reads the file and sees as many packets.
+    if let Ok(o) = Command::new("tcpdump")
+        .args(["-n", "-r", out.to_str().unwrap()])
+        .output()
+    {
+        assert!(
+            o.status.success(),
+            "tcpdump cannot read {}: {}",
+            out.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).lines().count(),
+            expected.len()
+        );
+    }
+    println!(
+        "{tag} `{filter}`: {} of {} packets, as libpcap; {received} received by filter",
+        got.len(),
+        frames.len()
+    );
+}
+
+#[test]
+fn capture_writes_what_libpcap_accepts() {
+    let lab = lab();
+    let frames = frames();
+    for (i, f) in [
+        "udp",
+        "vlan and udp port 514",
+        "tcp port 80 or arp",
+        "not ip",
+        "ip[2:2] > 200 and tcp",
+    ]
+    .iter()
+    .enumerate()
+    {
+        capture_matches_libpcap(&lab, &frames, &[], f, &format!("auto{i}"));
+    }
+    capture_matches_libpcap(&lab, &frames, &["--engine", "bpf"], "udp or vlan 7", "bpf");
+    for (i, f) in ["udp port 514 or vlan 7", "tcp"].iter().enumerate() {
+        capture_matches_libpcap(
+            &lab,
+            &frames,
+            &["--source", "afxdp"],
+            f,
+            &format!("afxdp{i}"),
+        );
+    }
+}
+
+#[test]
+fn capture_without_filter_counts_everything_and_stops_at_c() {
+    let lab = lab();
+    let frames = frames();
+    // -c: exits by itself after N packets.
+    let out = tmp("count.pcapng");
+    let child = lab
+        .command(BIN)
+        .args([
+            "capture",
+            "-i",
+            &lab.b,
+            "-c",
+            "100",
+            "-w",
+            out.to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    std::thread::sleep(Duration::from_millis(300));
+    send(&lab, &frames);
+    let o = child.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{text}");
+    assert_eq!(summary(&text, "packets captured"), 100, "{text}");
+    let got = read_all(&out);
+    assert_eq!(got.len(), 100);
+    assert!(
+        got.iter().zip(&frames).all(|((g, _), f)| g == f),
+        "the first 100 frames, in order"
+    );
+    // pcapng by extension.
+    let mut magic = [0u8; 4];
+    std::fs::File::open(&out)
+        .unwrap()
+        .read_exact(&mut magic)
+        .unwrap();
+    assert_eq!(magic, [0x0a, 0x0d, 0x0d, 0x0a]);
+}
+
+#[test]
+fn gen_sends_the_count_asked() {
+    let lab = lab();
+    let b = lab.b.clone();
+    let got = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            lab.run(|| {
+                let mut src = AfPacket::open(&b, &AfPacketConfig::default()).expect("open");
+                let mut n = 0u64;
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_secs(4) && n < 300 {
+                    src.poll_batch(Some(Duration::from_millis(50)), &mut |_| {
+                        n += 1;
+                        Flow::Continue
+                    })
+                    .expect("poll");
+                }
+                // Anything more would show up now.
+                src.poll_batch(Some(Duration::from_millis(300)), &mut |_| {
+                    n += 1;
+                    Flow::Continue
+                })
+                .expect("poll");
+                n
+            })
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let o = lab
+            .command(BIN)
+            .args(["gen", "--send", &lab.a, "-c", "300", "--rate", "5000"])
+            .output()
+            .expect("gen");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("sent 300 packets"));
+        h.join().expect("capture thread")
+    });
+    assert_eq!(got, 300);
+}
+
+#[test]
+fn capture_errors_are_clear() {
+    let o = Command::new(BIN)
+        .args(["capture", "-i", "nsift-none0"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("no such interface: nsift-none0"), "{e}");
+    let o = Command::new(BIN)
+        .args(["capture", "-i", "lo", "inbound"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("use -Q in or -Q out"));
+    let o = Command::new(BIN)
+        .args(["capture", "-i", "lo", "-C", "1"])
+        .output()
+        .expect("run");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("need -w FILE"));
+    let o = Command::new(BIN)
+        .args(["capture", "-i", "lo", "tcp port"])
+        .output()
+        .expect("run");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("^"),
+        "caret under the error"
+    );
+}
+
+#[test]
+fn capture_reads_files_through_the_same_pipeline() {
+    let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/demo.pcap");
+    let a = tmp("from-file.pcap");
+    let b = tmp("from-filter.pcap");
+    let o = Command::new(BIN)
+        .args([
+            "capture",
+            "-r",
+            sample.to_str().unwrap(),
+            "-w",
+            a.to_str().unwrap(),
+            "tcp port 80",
+        ])
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(BIN)
+        .args([
+            "filter",
+            "-r",
+            sample.to_str().unwrap(),
+            "-w",
+            b.to_str().unwrap(),
+            "tcp port 80",
+        ])
+        .output()
+        .expect("run");
+    assert!(o.status.success());
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    // Printing: one line per packet, like filter.
+    let o = Command::new(BIN)
+        .args(["capture", "-r", sample.to_str().unwrap(), "-c", "3", "arp"])
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 3);
+}
