@@ -367,3 +367,25 @@ fn capture_reads_files_through_the_same_pipeline() {
         .expect("run");
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 3);
 }
+
+#[test]
+fn stats_are_printed_every_second() {
+    let lab = lab();
+    let frames = frames();
+    let (child, err) = start_capture(&lab, &["-i", &lab.b, "--stats", "-w", "/dev/null"]);
+    send(&lab, &frames);
+    std::thread::sleep(Duration::from_millis(1300));
+    let text = stop(child, err);
+    let line = text
+        .lines()
+        .find(|l| l.contains("rejected by filter"))
+        .unwrap_or_else(|| panic!("no statistics line in {text:?}"));
+    assert!(
+        line.contains(&format!("{} captured", frames.len())),
+        "{line}"
+    );
+    assert!(
+        line.contains("pkt/s") && line.contains("dropped by kernel"),
+        "{line}"
+    );
+}

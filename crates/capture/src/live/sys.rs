@@ -263,8 +263,12 @@ pub(crate) fn ifreq(name: &str) -> Result<libc::ifreq, LiveError> {
     Ok(ifr)
 }
 
-/// The number of receive queues of interface `name` (from sysfs; 1 when unknown).
+/// The number of receive queues of interface `name`: from the driver (`ETHTOOL_GCHANNELS`,
+/// which answers for the caller's network namespace), else from sysfs, else 1.
 pub(crate) fn rx_queues(name: &str) -> u32 {
+    if let Some(n) = ethtool_rx_queues(name) {
+        return n;
+    }
     let dir = format!("/sys/class/net/{name}/queues");
     match std::fs::read_dir(dir) {
         Ok(entries) => {
@@ -276,6 +280,24 @@ pub(crate) fn rx_queues(name: &str) -> u32 {
         }
         Err(_) => 1,
     }
+}
+
+fn ethtool_rx_queues(name: &str) -> Option<u32> {
+    // struct ethtool_channels: cmd, then max_rx, max_tx, max_other, max_combined, rx_count,
+    // tx_count, other_count, combined_count (all u32).
+    let mut ch = [0u32; 9];
+    ch[0] = 0x3c; // ETHTOOL_GCHANNELS
+    let mut ifr = ifreq(name).ok()?;
+    ifr.ifr_ifru.ifru_data = ch.as_mut_ptr().cast();
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0, "socket for ethtool").ok()?;
+    // SAFETY: SIOCETHTOOL with ETHTOOL_GCHANNELS reads the name and writes the 36-byte
+    // ethtool_channels that `ifr` points to, which lives until the call returns.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+    if r < 0 {
+        return None;
+    }
+    let n = ch[5].saturating_add(ch[8]);
+    (n > 0).then_some(n)
 }
 
 /// Wall-clock time now, in nanoseconds since the Unix epoch.
