@@ -8,11 +8,14 @@
 //!   snap length of 96 bytes like the Swift paper's 75-byte trace plus room for IPv6) and the
 //!   filters (the BPF issue's list, including the Swift paper's Table 5 filter 6).
 //! - [`suite`]: the `netsift bench` suites, printing one table of ratios per suite.
+//! - [`handwritten`]: the Swift paper's Table 5 filters written by hand (the JIT's target).
+//! - [`capture`], [`netns`]: live capture on a veth pair against tcpdump.
 
 #![deny(missing_docs)]
 
 #[cfg(target_os = "linux")]
 pub mod capture;
+pub mod handwritten;
 pub mod libpcap;
 #[cfg(target_os = "linux")]
 pub mod netns;

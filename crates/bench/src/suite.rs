@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 3] = [
+pub const SUITES: [(&str, &str); 4] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -18,6 +18,10 @@ pub const SUITES: [(&str, &str); 3] = [
     (
         "compile",
         "filter compiler (parse, lower, optimise) against libpcap's pcap_compile",
+    ),
+    (
+        "jit",
+        "JIT against the interpreter, libpcap's bpf_filter and hand-written Rust (Swift Table 5)",
     ),
     (
         "capture",
@@ -58,6 +62,7 @@ pub fn run(name: &str) -> Result<String, String> {
     match name {
         "interp" => interp(),
         "compile" => compile(),
+        "jit" => jit(),
         #[cfg(target_os = "linux")]
         "capture" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -181,6 +186,58 @@ fn compile() -> Result<String, String> {
             base,
             ours,
             base / ours
+        );
+    }
+    Ok(out)
+}
+
+/// The JIT suite: Swift Table 5 on the gateway mix, libpcap's programs run by libpcap, the
+/// interpreter and the JIT, and the hand-written functions.
+fn jit() -> Result<String, String> {
+    let lib = Libpcap::load()?;
+    let packets = workload::packets(workload::SEED, 4096);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "suite jit: {} packets, programs compiled by {}; ns per packet (median)\n",
+        packets.len(),
+        lib.version()
+    );
+    let _ = writeln!(
+        out,
+        "{:<8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>12}",
+        "filter", "insns", "libpcap", "interp", "jit", "rust", "jit/rust", "libpcap/jit"
+    );
+    for (f, hand) in workload::swift_table5()
+        .into_iter()
+        .zip(crate::handwritten::ALL)
+    {
+        let theirs = lib.compile(1, 262_144, &f.expr, true)?;
+        let interp =
+            Filter::new(theirs.program().clone(), Rules::Libpcap).map_err(|e| e.to_string())?;
+        let jit = netsift_jit::JitFilter::new(theirs.program().clone(), Rules::Libpcap)
+            .map_err(|e| e.to_string())?;
+        for p in &packets {
+            let v = interp.run(&p.data, p.wire_len);
+            if jit.run(&p.data, p.wire_len) != v || hand(&p.data) != v {
+                return Err(format!("{}: the engines disagree on a packet", f.name));
+            }
+        }
+        let l = ns_per_packet(&packets, 15, |p| theirs.run(&p.data, p.wire_len));
+        let i = ns_per_packet(&packets, 15, |p| interp.run(&p.data, p.wire_len));
+        let j = ns_per_packet(&packets, 15, |p| jit.run(&p.data, p.wire_len));
+        let r = ns_per_packet(&packets, 15, |p| hand(&p.data));
+        let _ = writeln!(
+            out,
+            "{:<8} {:>6} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}x {:>11.1}x",
+            f.name,
+            theirs.program().len(),
+            l,
+            i,
+            j,
+            r,
+            j / r,
+            l / j
         );
     }
     Ok(out)

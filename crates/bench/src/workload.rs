@@ -66,6 +66,27 @@ pub fn interp_filters() -> Vec<NamedFilter> {
     ]
 }
 
+/// The six filters of the Swift paper's Table 5, named `swift-1` … `swift-6`: accept all, `ip`,
+/// two network filters, a port list, and the 38-host filter.
+pub fn swift_table5() -> Vec<NamedFilter> {
+    let mut v = vec![
+        NamedFilter {
+            name: "swift-1",
+            expr: String::new(),
+        },
+        NamedFilter {
+            name: "swift-2",
+            expr: "ip".into(),
+        },
+    ];
+    v.extend(
+        interp_filters()
+            .into_iter()
+            .filter(|f| f.name.starts_with("swift")),
+    );
+    v
+}
+
 /// The filters of the compile benchmark: the Swift paper's Table 5 filters 1 to 6 and a
 /// 200-host `host A or host B or …`.
 pub fn compile_filters() -> Vec<NamedFilter> {

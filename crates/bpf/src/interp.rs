@@ -155,7 +155,13 @@ impl Filter {
         let uses_mem = ops
             .iter()
             .any(|op| matches!(op, Op::LdMem(_) | Op::LdxMem(_) | Op::St(_) | Op::Stx(_)));
-        let (fused, chains) = superinstructions(&ops);
+        // Programs with loops run under an instruction budget that counts the program's own
+        // instructions (every engine counts the same way), so they are not fused.
+        let (fused, chains) = if has_loops {
+            (ops, Vec::new())
+        } else {
+            superinstructions(&ops)
+        };
         ops = fused;
         let ops = ops.into_boxed_slice();
         let chains = chains.into_boxed_slice();

@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use netsift::bpf::{Filter, Insn, Program, Rules};
+use netsift::Filter;
+use netsift::bpf::{Insn, Program, Rules};
 use netsift::capture::live::{
     AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Direction, Fanout, FanoutMode, Flow, SockFilter,
     Source, SourceStats, TimestampSource, XdpAttachMode,
@@ -21,7 +22,7 @@ use netsift::capture::live::{
 use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
 
 use crate::sink::{self, Next, Rotating, Rotation};
-use crate::{expr, output, signals};
+use crate::{expr, output, program, signals};
 
 /// Which live source to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -30,16 +31,6 @@ pub enum SourceKind {
     Afpacket,
     /// AF_XDP sockets fed by an XDP program (received packets only; they do not reach the stack).
     Afxdp,
-}
-
-/// Where the filter runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Engine {
-    /// The kernel pre-filters AF_PACKET traffic (VLAN-tagged frames pass through to user space);
-    /// the interpreter decides every packet in the ring.
-    Auto,
-    /// The interpreter alone, in user space, on the source's memory.
-    Bpf,
 }
 
 /// `-Q` directions.
@@ -111,9 +102,10 @@ pub struct Args {
     /// Live source.
     #[arg(long, value_enum, default_value = "afpacket")]
     source: SourceKind,
-    /// Where the filter runs.
+    /// Where the filter runs: auto (kernel pre-filter for AF_PACKET, then the JIT where it runs,
+    /// else the interpreter), bpf (the interpreter alone) or jit (native code alone).
     #[arg(long, value_enum, default_value = "auto")]
-    engine: Engine,
+    engine: program::EngineArg,
     /// Start a new file when the current one exceeds SIZE million bytes (tcpdump -C).
     #[arg(short = 'C', value_name = "SIZE")]
     file_size: Option<u64>,
@@ -211,7 +203,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             };
             let src = open_live(&args, iface, snaplen, program.as_ref(), &mut kernel_note)?;
             filter = program
-                .map(|p| Filter::new(p, Rules::Libpcap))
+                .map(|p| Filter::new(p, Rules::Libpcap, args.engine.engine()))
                 .transpose()?;
             input = Input::Live(src);
             (LinkType::ETHERNET, Precision::Nano)
@@ -227,7 +219,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
                     args.compile
                         .context(Some((lt, snaplen.min(file_snap.max(1)), swapped)))?;
                 let p = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
-                Some(Filter::new(p, Rules::Libpcap)?)
+                Some(Filter::new(p, Rules::Libpcap, args.engine.engine())?)
             };
             let precision = match reader.format() {
                 netsift::capture::Format::Pcap { precision, .. } => precision,
@@ -264,6 +256,9 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         None => None,
     };
     let quiet = args.quiet;
+    if let Some(f) = &filter {
+        program::report_fallback(f, args.engine);
+    }
     if !quiet {
         let what = match &input {
             Input::Live(s) => format!("listening on {}", s.describe()),
@@ -508,7 +503,7 @@ fn open_live(
             if let Some(spec) = &args.fanout {
                 cfg.fanout = Some(parse_fanout(spec)?);
             }
-            if let (Engine::Auto, Some(p)) = (args.engine, program) {
+            if let (program::EngineArg::Auto, Some(p)) = (args.engine, program) {
                 cfg.kernel_filter = Some(prefilter(p, snaplen));
                 match AfPacket::open(iface, &cfg) {
                     Ok(s) => {

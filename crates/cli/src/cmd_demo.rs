@@ -8,9 +8,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use netsift::bpf::{Filter, Rules};
+use netsift::bpf::Rules;
 use netsift::capture::{CaptureReader, LinkType, Packet};
 use netsift::lang::Context as FilterContext;
+use netsift::{Engine, Filter};
 
 use crate::{expr, output, sample};
 
@@ -57,20 +58,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
     )?;
     writeln!(
         out,
-        "{:<62} {:>5} {:>8} {:>9} {:>8}",
-        "filter", "insns", "packets", "bytes", "ns/pkt"
+        "{:<62} {:>5} {:>8} {:>9} {:>10} {:>7}",
+        "filter", "insns", "packets", "bytes", "interp ns", "JIT ns"
     )?;
     let mut firsts = Vec::new();
     let ctx = FilterContext::new(LinkType::ETHERNET);
     for expr in FILTERS {
         let program = expr::compile_or_report(expr, &ctx, true)?;
         let insns = program.len();
-        let filter = Filter::new(program, Rules::Libpcap)?;
+        let filter = Filter::new(program.clone(), Rules::Libpcap, Engine::Bpf)?;
+        let jit = Filter::new(program, Rules::Libpcap, Engine::Jit)?;
         let (matched, bytes) = count(&filter, &packets);
+        assert_eq!(
+            count(&jit, &packets),
+            (matched, bytes),
+            "the engines disagree"
+        );
         let ns = time_per_packet(&filter, &packets);
+        let jit_ns = if jit.engine() == Engine::Jit {
+            format!("{:.1}", time_per_packet(&jit, &packets))
+        } else {
+            "-".into()
+        };
         writeln!(
             out,
-            "{expr:<62} {insns:>5} {matched:>8} {bytes:>9} {ns:>8.1}"
+            "{expr:<62} {insns:>5} {matched:>8} {bytes:>9} {ns:>10.1} {jit_ns:>7}"
         )?;
         if firsts.len() < 2 && matched > 0 && expr.starts_with("tcp") {
             firsts.push((expr, filter));
@@ -100,7 +112,7 @@ fn count(filter: &Filter, packets: &[Packet]) -> (usize, u64) {
         .fold((0, 0), |(n, b), p| (n + 1, b + u64::from(p.wire_len)))
 }
 
-/// Mean interpreter time per packet over enough rounds to take a few milliseconds.
+/// Mean time per packet over enough rounds to take a few milliseconds.
 fn time_per_packet(filter: &Filter, packets: &[Packet]) -> f64 {
     let rounds = 200;
     let mut results = Vec::with_capacity(packets.len());

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use netsift::bpf::Filter;
+use netsift::Filter;
 use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
 
 use crate::sink::{Format, Writer};
@@ -38,6 +38,9 @@ pub struct Args {
     /// Stop after N accepted packets.
     #[arg(short = 'c', value_name = "N")]
     count: Option<u64>,
+    /// Engine: auto (the JIT where it runs), bpf (interpreter) or jit.
+    #[arg(long, value_enum, default_value = "auto")]
+    engine: program::EngineArg,
     #[command(flatten)]
     compile: expr::CompileArgs,
     /// A filter expression (tcpdump syntax).
@@ -53,17 +56,18 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     let mut reader = CaptureReader::open(&args.read)
         .with_context(|| format!("cannot read {}", args.read.display()))?;
     let filter: Filter = match (&args.program, args.expr.is_empty()) {
-        (Some(path), _) => program::load(path)?,
-        (None, true) => program::accept_all(),
+        (Some(path), _) => program::load(path, args.engine.engine())?,
+        (None, true) => program::accept_all(args.engine.engine()),
         (None, false) => {
             // Compiled as `tcpdump -r FILE EXPR` compiles it: the file's link type and snap
             // length, and libpcap's savefile meanings.
             let text = args.expr.join(" ");
             let ctx = args.compile.context(Some(expr::capture_target(&reader)))?;
             let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
-            Filter::new(prog, netsift::bpf::Rules::Libpcap)?
+            Filter::new(prog, netsift::bpf::Rules::Libpcap, args.engine.engine())?
         }
     };
+    program::report_fallback(&filter, args.engine);
     let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
     let precision = match reader.format() {
         netsift::capture::Format::Pcap { precision, .. } => precision,

@@ -271,3 +271,44 @@ fn demo_reports_on_the_bundled_sample() {
         std::fs::read(sample()).unwrap()
     );
 }
+
+#[test]
+fn engines_give_the_same_verdicts() {
+    let s = sample();
+    let run = |engine: &str| {
+        let o = netsift(&[
+            "filter",
+            "-r",
+            s.to_str().unwrap(),
+            "--verdicts",
+            "--engine",
+            engine,
+            "tcp or vlan or icmp6",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let bpf = run("bpf");
+    assert_eq!(run("jit"), bpf);
+    assert_eq!(run("auto"), bpf);
+    let o = netsift(&["filter", "-r", s.to_str().unwrap(), "--engine", "fast"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("possible values"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // capture -r takes the same flag.
+    let o = netsift(&[
+        "capture",
+        "-r",
+        s.to_str().unwrap(),
+        "--engine",
+        "jit",
+        "-c",
+        "2",
+        "tcp",
+    ]);
+    assert!(o.status.success());
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2);
+}

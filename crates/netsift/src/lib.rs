@@ -6,12 +6,20 @@
 //! - [`capture`]: packets, timestamps, pcap and pcapng reading and writing;
 //! - [`bpf`]: classic BPF — instructions, validator, interpreter, `tcpdump -d/-dd/-ddd` text,
 //!   code generation and optimiser;
-//! - [`lang`]: the tcpdump filter language — parser, name tables, the `Pred` IR.
+//! - [`lang`]: the tcpdump filter language — parser, name tables, the `Pred` IR;
+//! - [`jit`]: native x86-64 code for classic BPF programs;
+//! - [`Filter`] and [`Engine`]: the meta filter, which runs a program with the best engine
+//!   available and logs the choice.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub use netsift_bpf as bpf;
 pub use netsift_capture as capture;
+pub use netsift_jit as jit;
 pub use netsift_lang as lang;
 pub use netsift_wire as wire;
+
+mod engine;
+
+pub use engine::{Engine, Filter};

@@ -245,3 +245,47 @@ pub fn lang_vs_libpcap(data: &[u8]) {
         }
     }
 }
+
+/// Decode `data` as a program and a packet (the `bpf_run` encoding): when the libpcap rules
+/// accept the program, the JIT must compile it and return the interpreter's value on the packet
+/// and on every prefix of it.
+pub fn jit_vs_interp(data: &[u8]) {
+    let Some((&n, rest)) = data.split_first() else {
+        return;
+    };
+    let n = usize::from(n % 64).min(rest.len() / 8);
+    let (code, packet) = rest.split_at(n * 8);
+    let insns: Vec<Insn> = code
+        .chunks_exact(8)
+        .map(|c| Insn {
+            code: u16::from_le_bytes([c[0], c[1]]),
+            jt: c[2],
+            jf: c[3],
+            k: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+        })
+        .collect();
+    let program = Program::new(insns);
+    let Ok(interp) = Filter::new(program.clone(), Rules::Libpcap) else {
+        return;
+    };
+    let jit = netsift_jit::JitFilter::new(program, Rules::Libpcap)
+        .expect("every program the validator accepts compiles");
+    let wire_len = packet.len() as u32 + u32::from(data[0] & 0x3);
+    let mut want = Vec::new();
+    for cut in 0..=packet.len() {
+        let p = &packet[..cut];
+        let v = interp.run(p, wire_len);
+        assert_eq!(
+            jit.run(p, wire_len),
+            v,
+            "JIT and interpreter differ on {cut} bytes"
+        );
+        want.push(v);
+    }
+    let mut got = Vec::new();
+    jit.run_batch(
+        (0..=packet.len()).map(|cut| (&packet[..cut], wire_len)),
+        &mut got,
+    );
+    assert_eq!(got, want, "the batch entry differs");
+}

@@ -19,4 +19,5 @@ pub mod exprgen;
 pub mod fuzz;
 pub use netsift_bench::netns;
 pub mod oracle;
+pub mod progen;
 pub mod rng;

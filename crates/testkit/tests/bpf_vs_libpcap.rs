@@ -5,66 +5,8 @@
 use std::collections::BTreeMap;
 
 use netsift_bpf::{Filter, Insn, Program, Rules, asm, code::*, validate};
+use netsift_testkit::progen::random_program;
 use netsift_testkit::{data, oracle, rng::Rng};
-
-/// A random program the kernel accepts: known opcodes, forward jumps, scratch cells written
-/// before they are read (all 16 are stored first), small packet offsets.
-fn random_program(rng: &mut Rng) -> Program {
-    let body_len = 1 + rng.below(30) as usize;
-    let mut insns: Vec<Insn> = (0..16).map(|i| Insn::stmt(ST, i)).collect();
-    let start = insns.len();
-    let total = start + body_len + 2;
-    for pc in start..start + body_len {
-        let k_small = rng.below(80) as u32;
-        let k = if rng.chance(1, 4) {
-            rng.next_u32()
-        } else {
-            k_small
-        };
-        let remaining = (total - pc - 1) as u64;
-        let off = |rng: &mut Rng| rng.below(remaining.min(256)) as u8;
-        let insn = match rng.below(12) {
-            0 => Insn::stmt(
-                *rng.pick(&[LD | W | ABS, LD | H | ABS, LD | B | ABS]),
-                k_small,
-            ),
-            1 => Insn::stmt(
-                *rng.pick(&[LD | W | IND, LD | H | IND, LD | B | IND]),
-                k_small,
-            ),
-            2 => Insn::stmt(*rng.pick(&[LD | IMM, LDX | W | IMM]), k),
-            3 => Insn::stmt(*rng.pick(&[LD | MEM, LDX | W | MEM, ST, STX]), k_small & 15),
-            4 => Insn::stmt(
-                *rng.pick(&[LD | W | LEN, LDX | W | LEN, MISC | TAX, MISC | TXA]),
-                0,
-            ),
-            5 => Insn::stmt(LDX | B | MSH, k_small),
-            6 | 7 => {
-                let op = *rng.pick(&[ADD, SUB, MUL, DIV, MOD, AND, OR, XOR, LSH, RSH, NEG]);
-                let src = if op == NEG { K } else { *rng.pick(&[K, X]) };
-                let mut k = k;
-                if src == K && (op == DIV || op == MOD) && k == 0 {
-                    k = 1;
-                }
-                if src == K && (op == LSH || op == RSH) {
-                    k &= 31;
-                }
-                Insn::stmt(ALU | op | src, k)
-            }
-            8 => Insn::stmt(JMP | JA, u32::from(off(rng))),
-            9 => Insn::stmt(*rng.pick(&[RET | K, RET | A]), k),
-            _ => {
-                let op = *rng.pick(&[JEQ, JGT, JGE, JSET]);
-                let src = *rng.pick(&[K, X]);
-                Insn::jump(JMP | op | src, k, off(rng), off(rng))
-            }
-        };
-        insns.push(insn);
-    }
-    insns.push(Insn::stmt(RET | A, 0));
-    insns.push(Insn::stmt(RET | K, 0xffff));
-    Program::new(insns)
-}
 
 #[test]
 fn random_programs_agree_with_bpf_filter() {

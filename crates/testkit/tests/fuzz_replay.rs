@@ -100,6 +100,21 @@ fn bpf_run_on_random_and_stored_inputs() {
 }
 
 #[test]
+fn jit_vs_interp_on_random_and_stored_inputs() {
+    let mut rng = Rng::new(5);
+    for _ in 0..20_000 {
+        let len = rng.below(200) as usize;
+        fuzz::jit_vs_interp(&rng.bytes(len));
+    }
+    for input in stored_inputs("bpf_run")
+        .into_iter()
+        .chain(stored_inputs("jit_vs_interp"))
+    {
+        fuzz::jit_vs_interp(&input);
+    }
+}
+
+#[test]
 fn lang_targets_on_libpcap_expressions_and_mutations() {
     let mut rng = Rng::new(4);
     let mut exprs: Vec<String> = Vec::new();

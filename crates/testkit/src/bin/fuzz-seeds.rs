@@ -93,6 +93,12 @@ fn main() {
                 &format!("seed-{i}-{optimize}"),
                 &encode(&program, &packet),
             );
+            write(
+                dir,
+                "jit_vs_interp",
+                &format!("seed-{i}-{optimize}"),
+                &encode(&program, &packet),
+            );
             n += 1;
         }
     }
