@@ -196,6 +196,39 @@ pub(crate) fn compile(program: &Program) -> Result<Code, JitError> {
             }
         }
     }
+    // Jeq chains: [start, end] runs (only without loops: the budget counts every jeq).
+    let is_jeq = |pc: usize| insns.get(pc).is_some_and(|i| i.code == JMP | JEQ | K);
+    let mut chain_end = vec![None; n];
+    if !has_loops {
+        let mut pc = 0;
+        while pc < n {
+            if !is_jeq(pc) {
+                pc += 1;
+                continue;
+            }
+            let start = pc;
+            while is_jeq(pc) && insns[pc].jf == 0 && is_jeq(pc + 1) && incoming[pc + 1] == 1 {
+                pc += 1;
+            }
+            // insns[start..=pc] are jeqs; all but the last fall through to the next.
+            if pc - start + 1 >= 4 {
+                chain_end[start] = Some(pc);
+            }
+            pc += 1;
+        }
+    }
+
+    // The inner jeqs of a chain are emitted as part of its search, without block checks of
+    // their own: the forward analysis must not count on checks that are not there.
+    for (head, last) in chain_end
+        .iter()
+        .enumerate()
+        .filter_map(|(h, l)| l.map(|l| (h, l)))
+    {
+        for q in head + 1..=last {
+            need[block_of[q]] = 0;
+        }
+    }
     // Bytes guaranteed present on entry to each block.
     let mut known_in = vec![0u64; nb];
     if !has_loops {
@@ -219,28 +252,6 @@ pub(crate) fn compile(program: &Program) -> Result<Code, JitError> {
             known_out[b] = known_in[b].max(need[b]);
         }
     }
-    // Jeq chains: [start, end] runs (only without loops: the budget counts every jeq).
-    let is_jeq = |pc: usize| insns.get(pc).is_some_and(|i| i.code == JMP | JEQ | K);
-    let mut chain_end = vec![None; n];
-    if !has_loops {
-        let mut pc = 0;
-        while pc < n {
-            if !is_jeq(pc) {
-                pc += 1;
-                continue;
-            }
-            let start = pc;
-            while is_jeq(pc) && insns[pc].jf == 0 && is_jeq(pc + 1) && incoming[pc + 1] == 1 {
-                pc += 1;
-            }
-            // insns[start..=pc] are jeqs; all but the last fall through to the next.
-            if pc - start + 1 >= 4 {
-                chain_end[start] = Some(pc);
-            }
-            pc += 1;
-        }
-    }
-
     let mut a = Asm::default();
     let mut label = vec![usize::MAX; n + 1];
     let mut fixups: Vec<(usize, usize)> = Vec::new(); // (displacement offset, target pc)
