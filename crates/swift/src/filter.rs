@@ -1,0 +1,618 @@
+//! Filters of passes, updated in place while another thread filters.
+//!
+//! A filter is an ordered list of *passes* (slots); a pass is an AND of instructions and the
+//! passes are ORed (disjunctive normal form). A filter with no pass accepts every packet (the
+//! paper's filter 1); a pass with no instruction accepts nothing (a pass under construction).
+//!
+//! # Concurrency
+//!
+//! One [`Writer`] changes the filter; any number of [`Reader`]s (one per filtering thread) run
+//! it. Each pass version is immutable once published: a change builds the new version of the
+//! one pass it touches (O(M) for a pass of M instructions) and publishes it with one atomic
+//! pointer store; readers load each slot's pointer once per packet, so they see every pass
+//! either before or after a change, never half-written. Old versions are freed by epoch-based
+//! reclamation (`crossbeam-epoch`) once no reader can hold them. Neither side ever blocks the
+//! other, and nothing an update does depends on the number N of passes: slots are chunks of
+//! atomic pointers allocated as the filter grows, found by index.
+//!
+//! # Hierarchical execution
+//!
+//! [`Writer::dup_pass`] copies a pass into a new slot after it and marks every instruction
+//! "copied"; changing an instruction of the copy clears its mark. When a reader evaluates a
+//! child whose parent it evaluated for the same packet (parents come first), a copied
+//! instruction that held in the parent is skipped and one that failed fails the child at once.
+//! Each pass version carries a version number, and a child records its parent's: a result is
+//! reused only from the very version the child was copied from, so a stale mark can never give
+//! a wrong answer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+
+use crate::isa::{Inst, Outcome, eval};
+
+/// Passes per chunk of slots.
+const CHUNK: usize = 1024;
+/// Chunks (so at most 1,048,576 passes).
+const MAX_CHUNKS: usize = 1024;
+
+/// One published version of a pass.
+pub(crate) struct Pass {
+    pub(crate) insts: Box<[Inst]>,
+    /// The parent's slot and the version of it this pass was copied from.
+    parent: Option<(u32, u64)>,
+    version: u64,
+    /// Whether some pass was copied from this one (its results are worth recording).
+    has_children: bool,
+}
+
+struct Chunk {
+    slots: [Atomic<Pass>; CHUNK],
+}
+
+/// The state shared between the writer and the readers.
+struct Shared_ {
+    chunks: [AtomicPtr<Chunk>; MAX_CHUNKS],
+    /// Slots in use: every pass is below this index.
+    hwm: AtomicUsize,
+    /// Passes published.
+    live: AtomicUsize,
+    snaplen: u32,
+}
+
+impl Drop for Shared_ {
+    fn drop(&mut self) {
+        // No reader or writer is left: free every pass and chunk.
+        // SAFETY: unprotected is sound when no other thread can access the structure, which
+        // holds in `drop` of the last `Arc`.
+        let guard = unsafe { epoch::unprotected() };
+        for c in &self.chunks {
+            let p = c.load(Ordering::Relaxed);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: chunks were created by `Box::into_raw` and are freed once, here.
+            let chunk = unsafe { Box::from_raw(p) };
+            for s in &chunk.slots {
+                let pass = s.swap(Shared::null(), Ordering::Relaxed, guard);
+                if !pass.is_null() {
+                    // SAFETY: the pass is unreachable from anywhere else now.
+                    drop(unsafe { pass.into_owned() });
+                }
+            }
+        }
+    }
+}
+
+impl Shared_ {
+    fn slot<'g>(&self, i: usize, guard: &'g Guard) -> Shared<'g, Pass> {
+        let c = self.chunks[i / CHUNK].load(Ordering::Acquire);
+        if c.is_null() {
+            return Shared::null();
+        }
+        // SAFETY: a published chunk is never freed before the shared state itself.
+        unsafe { &*c }.slots[i % CHUNK].load(Ordering::Acquire, guard)
+    }
+}
+
+/// Identifies a pass for the writer (slot and generation, so a stale id is refused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PassId {
+    slot: u32,
+    generation: u32,
+}
+
+/// Why an update was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpdateError {
+    /// The pass was deleted (or never existed).
+    NoSuchPass,
+    /// The instruction index is past the end of the pass (plus one, to append).
+    NoSuchInstruction(usize),
+    /// The instruction has no free operand lane ([`crate::isa::Full`]).
+    Full,
+    /// The operand is not in the instruction.
+    NoSuchParam(u32),
+    /// The filter holds the maximum number of passes.
+    TooManyPasses,
+}
+
+impl std::fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpdateError::NoSuchPass => f.write_str("no such pass (it was deleted)"),
+            UpdateError::NoSuchInstruction(i) => write!(f, "no instruction {i} in the pass"),
+            UpdateError::Full => f.write_str("the instruction has no free operand"),
+            UpdateError::NoSuchParam(v) => write!(f, "operand {v:#x} is not in the instruction"),
+            UpdateError::TooManyPasses => write!(f, "the filter holds {} passes already", CHUNK * MAX_CHUNKS),
+        }
+    }
+}
+
+impl std::error::Error for UpdateError {}
+
+/// The writer's view of a pass.
+#[derive(Clone)]
+struct Meta {
+    insts: Vec<Inst>,
+    parent: Option<(u32, u64)>,
+    children: Vec<u32>,
+    version: u64,
+}
+
+/// The writer's view of a slot.
+#[derive(Clone, Default)]
+struct Slot {
+    generation: u32,
+    meta: Option<Meta>,
+}
+
+static VERSIONS: AtomicU64 = AtomicU64::new(1);
+
+fn next_version() -> u64 {
+    VERSIONS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Opens an empty filter (which accepts every packet) returning `snaplen` for accepted
+/// packets; the paper's `SPF_Open`.
+pub fn open(snaplen: u32) -> (Writer, Reader) {
+    let shared = Arc::new(Shared_ {
+        chunks: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+        hwm: AtomicUsize::new(0),
+        live: AtomicUsize::new(0),
+        snaplen,
+    });
+    let w = Writer {
+        shared,
+        slots: Vec::new(),
+        free: Vec::new(),
+    };
+    let r = w.reader();
+    (w, r)
+}
+
+/// Changes a filter (one per filter; it is `Send` but not `Sync`).
+pub struct Writer {
+    shared: Arc<Shared_>,
+    slots: Vec<Slot>,
+    /// Free slots (deleted passes).
+    free: Vec<u32>,
+}
+
+impl Writer {
+    /// A new reader of this filter (one per filtering thread).
+    pub fn reader(&self) -> Reader {
+        Reader {
+            shared: self.shared.clone(),
+            results: Vec::new(),
+            stamp: 0,
+            hierarchical: true,
+        }
+    }
+
+    /// Number of passes.
+    pub fn passes(&self) -> usize {
+        self.shared.live.load(Ordering::Relaxed)
+    }
+
+    /// The snap length returned for accepted packets.
+    pub fn snaplen(&self) -> u32 {
+        self.shared.snaplen
+    }
+
+    /// The instructions of a pass.
+    pub fn pass(&self, id: PassId) -> Result<&[Inst], UpdateError> {
+        Ok(&self.meta(id)?.insts)
+    }
+
+    /// The passes in evaluation order, with their ids.
+    pub fn list(&self) -> Vec<(PassId, &[Inst])> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| {
+                s.meta.as_ref().map(|m| {
+                    (
+                        PassId {
+                            slot: slot as u32,
+                            generation: s.generation,
+                        },
+                        m.insts.as_slice(),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn meta(&self, id: PassId) -> Result<&Meta, UpdateError> {
+        match self.slots.get(id.slot as usize) {
+            Some(Slot {
+                generation,
+                meta: Some(m),
+            }) if *generation == id.generation => Ok(m),
+            _ => Err(UpdateError::NoSuchPass),
+        }
+    }
+
+    fn meta_mut(&mut self, id: PassId) -> Result<&mut Meta, UpdateError> {
+        match self.slots.get_mut(id.slot as usize) {
+            Some(Slot {
+                generation,
+                meta: Some(m),
+            }) if *generation == id.generation => Ok(m),
+            _ => Err(UpdateError::NoSuchPass),
+        }
+    }
+
+    fn alloc_slot(&mut self, above: Option<u32>) -> Result<u32, UpdateError> {
+        // Lowest free slot (above the parent for a copy, so that the parent comes first).
+        let pick = self
+            .free
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| above.is_none_or(|a| s > a))
+            .min_by_key(|&(_, &s)| s)
+            .map(|(i, _)| i);
+        if let Some(i) = pick {
+            return Ok(self.free.swap_remove(i));
+        }
+        let slot = self.slots.len();
+        if slot >= CHUNK * MAX_CHUNKS {
+            return Err(UpdateError::TooManyPasses);
+        }
+        if slot % CHUNK == 0 {
+            let chunk = Box::new(Chunk {
+                slots: std::array::from_fn(|_| Atomic::null()),
+            });
+            self.shared.chunks[slot / CHUNK].store(Box::into_raw(chunk), Ordering::Release);
+        }
+        self.slots.push(Slot::default());
+        Ok(slot as u32)
+    }
+
+    /// Publishes the writer's current state of `slot` (one atomic store), and keeps the
+    /// readers' bounds up to date.
+    fn publish(&mut self, slot: u32) {
+        let guard = epoch::pin();
+        let new = self.slots[slot as usize].meta.as_ref().map(|m| {
+            Owned::new(Pass {
+                insts: m.insts.clone().into_boxed_slice(),
+                parent: m.parent,
+                version: m.version,
+                has_children: !m.children.is_empty(),
+            })
+        });
+        let c = self.shared.chunks[slot as usize / CHUNK].load(Ordering::Acquire);
+        // SAFETY: the chunk of an allocated slot is published and lives as long as `shared`.
+        let cell = &unsafe { &*c }.slots[slot as usize % CHUNK];
+        let old = match new {
+            Some(n) => cell.swap(n, Ordering::AcqRel, &guard),
+            None => cell.swap(Shared::null(), Ordering::AcqRel, &guard),
+        };
+        if !old.is_null() {
+            // SAFETY: `old` is unreachable for new readers; current readers hold a guard, and
+            // the destruction waits for them to leave it.
+            unsafe { guard.defer_destroy(old) };
+        }
+    }
+
+    fn set_bounds(&mut self) {
+        // Shrink past deleted passes at the end (amortised O(1) per deletion).
+        let mut hwm = self.shared.hwm.load(Ordering::Relaxed).max(self.slots.len());
+        while hwm > 0 && self.slots[hwm - 1].meta.is_none() {
+            hwm -= 1;
+        }
+        self.shared.hwm.store(hwm, Ordering::Release);
+    }
+
+    /// Creates a pass with these instructions in the lowest free slot (or at the end); an
+    /// empty pass accepts nothing until it has instructions. `SPF_NewPass`.
+    pub fn new_pass(&mut self, insts: &[Inst]) -> Result<PassId, UpdateError> {
+        let slot = self.alloc_slot(None)?;
+        let mut insts = insts.to_vec();
+        for i in &mut insts {
+            i.set_copied(false);
+        }
+        self.slots[slot as usize].meta = Some(Meta {
+            insts,
+            parent: None,
+            children: Vec::new(),
+            version: next_version(),
+        });
+        self.publish(slot);
+        self.set_bounds();
+        self.shared.live.fetch_add(1, Ordering::Relaxed);
+        Ok(PassId {
+            slot,
+            generation: self.slots[slot as usize].generation,
+        })
+    }
+
+    /// Removes a pass (its copies keep working, without the shortcut). `SPF_DelPass`.
+    pub fn del_pass(&mut self, id: PassId) -> Result<(), UpdateError> {
+        let m = self.meta(id)?.clone();
+        if let Some((p, _)) = m.parent
+            && let Some(Slot { meta: Some(pm), .. }) = self.slots.get_mut(p as usize)
+        {
+            pm.children.retain(|&c| c != id.slot);
+        }
+        let s = &mut self.slots[id.slot as usize];
+        s.meta = None;
+        s.generation = s.generation.wrapping_add(1);
+        self.publish(id.slot);
+        self.free.push(id.slot);
+        self.set_bounds();
+        self.shared.live.fetch_sub(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Copies a pass into a new slot after it, every instruction marked "copied", and makes it
+    /// a child of the original for hierarchical execution. `SPF_DupPass`.
+    pub fn dup_pass(&mut self, id: PassId) -> Result<PassId, UpdateError> {
+        let parent = self.meta(id)?.clone();
+        let slot = self.alloc_slot(Some(id.slot))?;
+        let mut insts = parent.insts.clone();
+        for i in &mut insts {
+            i.set_copied(true);
+        }
+        self.slots[slot as usize].meta = Some(Meta {
+            insts,
+            parent: Some((id.slot, parent.version)),
+            children: Vec::new(),
+            version: next_version(),
+        });
+        // The parent now records its results for its children.
+        let had_children = !parent.children.is_empty();
+        self.meta_mut(id)?.children.push(slot);
+        if !had_children {
+            self.publish(id.slot);
+        }
+        self.publish(slot);
+        self.set_bounds();
+        self.shared.live.fetch_add(1, Ordering::Relaxed);
+        Ok(PassId {
+            slot,
+            generation: self.slots[slot as usize].generation,
+        })
+    }
+
+    /// Creates a copy of pass `parent` whose instructions are `insts`: those equal to the
+    /// parent's at the same index keep the "copied" mark (hierarchical execution). The same as
+    /// [`Writer::dup_pass`] followed by [`Writer::select_op`] on the differing instructions,
+    /// published once.
+    pub fn child_pass(&mut self, parent: PassId, insts: &[Inst]) -> Result<PassId, UpdateError> {
+        let pm = self.meta(parent)?.clone();
+        let slot = self.alloc_slot(Some(parent.slot))?;
+        let mut insts = insts.to_vec();
+        for (k, i) in insts.iter_mut().enumerate() {
+            let same = pm.insts.get(k).is_some_and(|p| p.identity() == i.identity());
+            i.set_copied(same);
+        }
+        self.slots[slot as usize].meta = Some(Meta {
+            insts,
+            parent: Some((parent.slot, pm.version)),
+            children: Vec::new(),
+            version: next_version(),
+        });
+        let had_children = !pm.children.is_empty();
+        self.meta_mut(parent)?.children.push(slot);
+        if !had_children {
+            self.publish(parent.slot);
+        }
+        self.publish(slot);
+        self.set_bounds();
+        self.shared.live.fetch_add(1, Ordering::Relaxed);
+        Ok(PassId {
+            slot,
+            generation: self.slots[slot as usize].generation,
+        })
+    }
+
+    /// Removes every pass.
+    pub fn clear(&mut self) {
+        for (id, _) in self.list().into_iter().map(|(i, p)| (i, p.len())).collect::<Vec<_>>() {
+            let _ = self.del_pass(id);
+        }
+    }
+
+    /// Changes instruction `idx` of a pass with `f` (appending a NOP first when `idx` is the
+    /// pass's length), then publishes the new version: the instruction loses its "copied" mark,
+    /// and the pass's copies, whose marks referred to the old version, are re-pointed at the new
+    /// one with that instruction unmarked.
+    fn change(&mut self, id: PassId, idx: usize, f: impl FnOnce(&mut Inst) -> Result<(), UpdateError>) -> Result<(), UpdateError> {
+        let m = self.meta_mut(id)?;
+        if idx > m.insts.len() {
+            return Err(UpdateError::NoSuchInstruction(idx));
+        }
+        if idx == m.insts.len() {
+            m.insts.push(Inst::new(crate::isa::Op::Nop, crate::isa::Mode::D, 0));
+        }
+        let mut inst = m.insts[idx];
+        f(&mut inst)?;
+        inst.set_copied(false);
+        m.insts[idx] = inst;
+        m.version = next_version();
+        let (version, children) = (m.version, m.children.clone());
+        self.publish(id.slot);
+        for c in children {
+            if let Some(Slot { meta: Some(cm), .. }) = self.slots.get_mut(c as usize) {
+                if let Some(ci) = cm.insts.get_mut(idx) {
+                    ci.set_copied(false);
+                }
+                cm.parent = Some((id.slot, version));
+                cm.version = next_version();
+                self.publish(c);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets instruction `idx` (or appends it when `idx` is the pass's length). `SPF_SelectOp`.
+    pub fn select_op(&mut self, id: PassId, idx: usize, inst: Inst) -> Result<(), UpdateError> {
+        self.change(id, idx, |i| {
+            *i = inst;
+            Ok(())
+        })
+    }
+
+    /// Adds an operand (SIMD lane) to instruction `idx`. `SPF_AddParam`.
+    pub fn add_param(&mut self, id: PassId, idx: usize, value: u32) -> Result<(), UpdateError> {
+        self.meta(id)?.insts.get(idx).ok_or(UpdateError::NoSuchInstruction(idx))?;
+        self.change(id, idx, |i| i.add_value(value).map_err(|_| UpdateError::Full))
+    }
+
+    /// Removes an operand from instruction `idx`. `SPF_DelParam`.
+    pub fn del_param(&mut self, id: PassId, idx: usize, value: u32) -> Result<(), UpdateError> {
+        self.meta(id)?.insts.get(idx).ok_or(UpdateError::NoSuchInstruction(idx))?;
+        self.change(id, idx, |i| if i.del_value(value) { Ok(()) } else { Err(UpdateError::NoSuchParam(value)) })
+    }
+
+    /// Changes any part of instruction `idx`: word 0 is the command, words 1-7 the
+    /// parameters. `SPF_PokeInst`.
+    pub fn poke_inst(&mut self, id: PassId, idx: usize, word: usize, value: u32) -> Result<(), UpdateError> {
+        self.meta(id)?.insts.get(idx).ok_or(UpdateError::NoSuchInstruction(idx))?;
+        self.change(id, idx, |i| {
+            match word {
+                0 => i.cmd = value,
+                1..=7 => i.p[word - 1] = value,
+                _ => return Err(UpdateError::NoSuchInstruction(idx)),
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes instruction `idx` of a pass.
+    pub fn del_inst(&mut self, id: PassId, idx: usize) -> Result<(), UpdateError> {
+        let m = self.meta_mut(id)?;
+        if idx >= m.insts.len() {
+            return Err(UpdateError::NoSuchInstruction(idx));
+        }
+        m.insts.remove(idx);
+        m.version = next_version();
+        let (version, children) = (m.version, m.children.clone());
+        self.publish(id.slot);
+        // The copies' instructions no longer line up with the parent's: unmark them.
+        for c in children {
+            if let Some(Slot { meta: Some(cm), .. }) = self.slots.get_mut(c as usize) {
+                for ci in &mut cm.insts {
+                    ci.set_copied(false);
+                }
+                cm.parent = Some((id.slot, version));
+                cm.version = next_version();
+                self.publish(c);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs a filter (one per filtering thread). It holds the filter's scratch space for
+/// hierarchical execution.
+pub struct Reader {
+    shared: Arc<Shared_>,
+    /// Per slot: the packet stamp, the parent version, and which instructions held / failed.
+    results: Vec<(u64, u64, u64, u64)>,
+    stamp: u64,
+    hierarchical: bool,
+}
+
+impl Reader {
+    /// Turns hierarchical execution on or off (for measuring its effect).
+    pub fn set_hierarchical(&mut self, on: bool) {
+        self.hierarchical = on;
+    }
+
+    /// Runs the filter on one packet: the snap length if some pass accepts it, else 0.
+    pub fn run(&mut self, data: &[u8], wire_len: u32) -> u32 {
+        let guard = epoch::pin();
+        self.run_pinned(data, wire_len, &guard)
+    }
+
+    /// Runs the filter on many packets (one epoch pin for all), one result each into `out`.
+    pub fn run_batch<'a, I>(&mut self, packets: I, out: &mut Vec<u32>)
+    where
+        I: IntoIterator<Item = (&'a [u8], u32)>,
+    {
+        out.clear();
+        let guard = epoch::pin();
+        for (d, l) in packets {
+            let v = self.run_pinned(d, l, &guard);
+            out.push(v);
+        }
+    }
+
+    fn run_pinned(&mut self, data: &[u8], wire_len: u32, guard: &Guard) -> u32 {
+        let shared = &*self.shared;
+        let hwm = shared.hwm.load(Ordering::Acquire);
+        let snaplen = shared.snaplen;
+        if shared.live.load(Ordering::Acquire) == 0 {
+            return snaplen;
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        let stamp = self.stamp;
+        if self.results.len() < hwm {
+            self.results.resize(hwm, (0, 0, 0, 0));
+        }
+        for slot in 0..hwm {
+            let p = shared.slot(slot, guard);
+            // SAFETY: the guard keeps the pass alive; the writer only frees versions that no
+            // pinned reader can still see.
+            let Some(pass) = (unsafe { p.as_ref() }) else {
+                continue;
+            };
+            if pass.insts.is_empty() {
+                continue;
+            }
+            // The parent's results for this packet, from the version this pass was copied from.
+            let inherited = match (self.hierarchical, pass.parent) {
+                (true, Some((ps, pv))) => match self.results.get(ps as usize) {
+                    Some(&(s, v, t, f)) if s == stamp && v == pv => Some((t, f)),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let record = pass.has_children;
+            let (mut held, mut failed) = (0u64, 0u64);
+            let mut ok = true;
+            for (i, inst) in pass.insts.iter().enumerate() {
+                if let Some((t, f)) = inherited
+                    && inst.copied()
+                    && i < 64
+                {
+                    if t >> i & 1 != 0 {
+                        held |= 1 << (i & 63);
+                        continue;
+                    }
+                    if f >> i & 1 != 0 {
+                        failed |= 1 << (i & 63);
+                        ok = false;
+                        break;
+                    }
+                }
+                match eval(inst, data, wire_len) {
+                    Outcome::True => {
+                        if i < 64 {
+                            held |= 1 << i;
+                        }
+                    }
+                    Outcome::False => {
+                        if i < 64 {
+                            failed |= 1 << i;
+                        }
+                        ok = false;
+                        break;
+                    }
+                    Outcome::Abort => return 0,
+                }
+            }
+            if ok {
+                return snaplen;
+            }
+            if record {
+                self.results[slot] = (stamp, pass.version, held, failed);
+            }
+        }
+        0
+    }
+}
