@@ -20,4 +20,5 @@ pub mod libpcap;
 #[cfg(target_os = "linux")]
 pub mod netns;
 pub mod suite;
+pub mod swift_table5;
 pub mod workload;

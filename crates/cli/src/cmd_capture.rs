@@ -174,6 +174,9 @@ const SNAPLEN_DEFAULT: u32 = 262_144;
 /// Run `netsift capture`.
 pub fn run(mut args: Args) -> Result<ExitCode> {
     signals::install();
+    if args.engine == program::EngineArg::Swift {
+        bail!("--engine swift is available for `netsift filter`; `capture` runs bpf or jit");
+    }
     let snaplen = match args.snaplen {
         None | Some(0) => SNAPLEN_DEFAULT,
         Some(s) => s,

@@ -48,6 +48,22 @@ pub struct Args {
     expr: Vec<String>,
 }
 
+/// The engine running the filter.
+enum Runner {
+    Bpf(Filter),
+    /// A Swift reader, and the writer that keeps its filter alive.
+    Swift(netsift::swift::Reader, #[allow(dead_code)] netsift::swift::Writer),
+}
+
+impl Runner {
+    fn run(&mut self, data: &[u8], wire_len: u32) -> u32 {
+        match self {
+            Runner::Bpf(f) => f.run(data, wire_len),
+            Runner::Swift(r, _) => r.run(data, wire_len),
+        }
+    }
+}
+
 /// Run `netsift filter`.
 pub fn run(mut args: Args) -> Result<ExitCode> {
     if !args.expr.is_empty() && args.program.is_some() {
@@ -55,19 +71,32 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     }
     let mut reader = CaptureReader::open(&args.read)
         .with_context(|| format!("cannot read {}", args.read.display()))?;
-    let filter: Filter = match (&args.program, args.expr.is_empty()) {
-        (Some(path), _) => program::load(path, args.engine.engine())?,
-        (None, true) => program::accept_all(args.engine.engine()),
+    let mut filter: Runner = match (&args.program, args.expr.is_empty()) {
+        (Some(_), _) if args.engine == program::EngineArg::Swift => {
+            bail!("--engine swift runs filter expressions, not classic BPF programs")
+        }
+        (Some(path), _) => Runner::Bpf(program::load(path, args.engine.engine())?),
+        (None, true) => Runner::Bpf(program::accept_all(args.engine.engine())),
         (None, false) => {
             // Compiled as `tcpdump -r FILE EXPR` compiles it: the file's link type and snap
             // length, and libpcap's savefile meanings.
             let text = args.expr.join(" ");
             let ctx = args.compile.context(Some(expr::capture_target(&reader)))?;
-            let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
-            Filter::new(prog, netsift::bpf::Rules::Libpcap, args.engine.engine())?
+            if args.engine == program::EngineArg::Swift {
+                let pred = expr::lower_or_report(&text, &ctx)?;
+                let spec = netsift::swift::from_pred::from_pred(&pred).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let (mut w, r) = netsift::swift::open(ctx.snaplen);
+                spec.load(&mut w).map_err(|e| anyhow::anyhow!("{e}"))?;
+                Runner::Swift(r, w)
+            } else {
+                let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
+                Runner::Bpf(Filter::new(prog, netsift::bpf::Rules::Libpcap, args.engine.engine())?)
+            }
         }
     };
-    program::report_fallback(&filter, args.engine);
+    if let Runner::Bpf(f) = &filter {
+        program::report_fallback(f, args.engine);
+    }
     let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
     let precision = match reader.format() {
         netsift::capture::Format::Pcap { precision, .. } => precision,

@@ -37,6 +37,8 @@ pub enum EngineArg {
     Bpf,
     /// Native x86-64 code (falls back to the interpreter, with a warning, where it cannot run).
     Jit,
+    /// Swift passes (`netsift filter` with an expression Swift can express).
+    Swift,
 }
 
 impl EngineArg {
@@ -46,6 +48,8 @@ impl EngineArg {
             EngineArg::Auto => Engine::Auto,
             EngineArg::Bpf => Engine::Bpf,
             EngineArg::Jit => Engine::Jit,
+            // Callers that support Swift handle it before asking for a BPF engine.
+            EngineArg::Swift => Engine::Auto,
         }
     }
 }

@@ -8,6 +8,7 @@
 //!   code generation and optimiser;
 //! - [`lang`]: the tcpdump filter language — parser, name tables, the `Pred` IR;
 //! - [`jit`]: native x86-64 code for classic BPF programs;
+//! - [`swift`]: the Swift filter of passes, updated in place;
 //! - [`Filter`] and [`Engine`]: the meta filter, which runs a program with the best engine
 //!   available and logs the choice.
 
@@ -18,6 +19,7 @@ pub use netsift_bpf as bpf;
 pub use netsift_capture as capture;
 pub use netsift_jit as jit;
 pub use netsift_lang as lang;
+pub use netsift_swift as swift;
 pub use netsift_wire as wire;
 
 mod engine;

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
-use crate::isa::{Inst, Outcome, eval};
+use crate::exec::Exec;
+use crate::isa::{Inst, Outcome};
 
 /// Passes per chunk of slots.
 const CHUNK: usize = 1024;
@@ -39,7 +40,10 @@ const MAX_CHUNKS: usize = 1024;
 
 /// One published version of a pass.
 pub(crate) struct Pass {
-    pub(crate) insts: Box<[Inst]>,
+    /// The instructions, decoded for execution.
+    exec: Box<[Exec]>,
+    /// The same with runs fused (see `exec::fuse`), for passes outside any hierarchy.
+    fused: Box<[Exec]>,
     /// The parent's slot and the version of it this pass was copied from.
     parent: Option<(u32, u64)>,
     version: u64,
@@ -58,6 +62,8 @@ struct Shared_ {
     hwm: AtomicUsize,
     /// Passes published.
     live: AtomicUsize,
+    /// Bumped after every publication: readers rebuild their list of passes when it moves.
+    changes: AtomicU64,
     snaplen: u32,
 }
 
@@ -161,6 +167,7 @@ pub fn open(snaplen: u32) -> (Writer, Reader) {
         chunks: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
         hwm: AtomicUsize::new(0),
         live: AtomicUsize::new(0),
+        changes: AtomicU64::new(0),
         snaplen,
     });
     let w = Writer {
@@ -188,6 +195,13 @@ impl Writer {
             results: Vec::new(),
             stamp: 0,
             hierarchical: true,
+            list: Vec::new(),
+            seen: u64::MAX,
+            accept_all: true,
+            plain: true,
+            fusion: true,
+            flat: Vec::new(),
+            ends: Vec::new(),
         }
     }
 
@@ -276,8 +290,10 @@ impl Writer {
     fn publish(&mut self, slot: u32) {
         let guard = epoch::pin();
         let new = self.slots[slot as usize].meta.as_ref().map(|m| {
+            let exec: Vec<Exec> = m.insts.iter().map(Exec::new).collect();
             Owned::new(Pass {
-                insts: m.insts.clone().into_boxed_slice(),
+                fused: crate::exec::fuse(&exec).into_boxed_slice(),
+                exec: exec.into_boxed_slice(),
                 parent: m.parent,
                 version: m.version,
                 has_children: !m.children.is_empty(),
@@ -295,6 +311,7 @@ impl Writer {
             // the destruction waits for them to leave it.
             unsafe { guard.defer_destroy(old) };
         }
+        self.shared.changes.fetch_add(1, Ordering::Release);
     }
 
     fn set_bounds(&mut self) {
@@ -409,6 +426,29 @@ impl Writer {
         })
     }
 
+    /// Replaces every instruction of a pass at once (one publication).
+    pub fn replace_pass(&mut self, id: PassId, insts: &[Inst]) -> Result<(), UpdateError> {
+        let m = self.meta_mut(id)?;
+        m.insts = insts.to_vec();
+        for i in &mut m.insts {
+            i.set_copied(false);
+        }
+        m.version = next_version();
+        let (version, children) = (m.version, m.children.clone());
+        self.publish(id.slot);
+        for c in children {
+            if let Some(Slot { meta: Some(cm), .. }) = self.slots.get_mut(c as usize) {
+                for ci in &mut cm.insts {
+                    ci.set_copied(false);
+                }
+                cm.parent = Some((id.slot, version));
+                cm.version = next_version();
+                self.publish(c);
+            }
+        }
+        Ok(())
+    }
+
     /// Removes every pass.
     pub fn clear(&mut self) {
         for (id, _) in self.list().into_iter().map(|(i, p)| (i, p.len())).collect::<Vec<_>>() {
@@ -508,60 +548,158 @@ impl Writer {
 }
 
 /// Runs a filter (one per filtering thread). It holds the filter's scratch space for
-/// hierarchical execution.
+/// hierarchical execution and the list of passes it is running.
 pub struct Reader {
     shared: Arc<Shared_>,
-    /// Per slot: the packet stamp, the parent version, and which instructions held / failed.
+    /// Per slot: the packet stamp, the pass version, and which instructions held / failed.
     results: Vec<(u64, u64, u64, u64)>,
     stamp: u64,
     hierarchical: bool,
+    /// The passes (slot, pass) as of `seen`, valid while the current guard is held.
+    list: Vec<(u32, *const Pass)>,
+    seen: u64,
+    accept_all: bool,
+    /// No pass is a parent or a copy: the plain loop serves every packet.
+    plain: bool,
+    fusion: bool,
+    /// For a plain filter of at most `FLAT_MAX` instructions: every pass's fused instructions in
+    /// one array (copied at refresh), and where each pass ends. One contiguous array keeps the
+    /// per-packet loop free of pointer chasing.
+    flat: Vec<Exec>,
+    ends: Vec<usize>,
 }
+
+/// The largest plain filter copied into the reader's flat array.
+const FLAT_MAX: usize = 64;
+
+// SAFETY: the raw pointers in `list` are only dereferenced while the reader holds an epoch
+// guard that keeps them alive, and the list is rebuilt under each new guard.
+unsafe impl Send for Reader {}
 
 impl Reader {
     /// Turns hierarchical execution on or off (for measuring its effect).
     pub fn set_hierarchical(&mut self, on: bool) {
         self.hierarchical = on;
+        self.seen = u64::MAX;
     }
 
-    /// Runs the filter on one packet: the snap length if some pass accepts it, else 0.
+    /// Turns the fusion of instruction runs on or off (for measuring its effect): off, every
+    /// instruction runs on its own, as the paper's engine does.
+    pub fn set_fusion(&mut self, on: bool) {
+        self.fusion = on;
+        self.seen = u64::MAX;
+    }
+
+    /// Runs the filter on one packet: the snap length if some pass accepts it, else 0. Each
+    /// call pins an epoch; [`Reader::run_batch`] pins once for many packets.
     pub fn run(&mut self, data: &[u8], wire_len: u32) -> u32 {
         let guard = epoch::pin();
+        self.refresh(&guard);
         self.run_pinned(data, wire_len, &guard)
     }
 
     /// Runs the filter on many packets (one epoch pin for all), one result each into `out`.
+    /// A change published during the batch applies from the next packet on.
     pub fn run_batch<'a, I>(&mut self, packets: I, out: &mut Vec<u32>)
     where
         I: IntoIterator<Item = (&'a [u8], u32)>,
     {
         out.clear();
         let guard = epoch::pin();
-        for (d, l) in packets {
-            let v = self.run_pinned(d, l, &guard);
+        self.refresh(&guard);
+        let shared = self.shared.clone();
+        let changes = &shared.changes;
+        let snaplen = shared.snaplen;
+        let mut it = packets.into_iter();
+        loop {
+            // The fast loop for a small plain filter: everything it needs in locals, leaving
+            // only when a change is published.
+            if !self.ends.is_empty() {
+                let (flat, ends, seen) = (&self.flat, &self.ends, self.seen);
+                let mut changed = false;
+                for (d, l) in it.by_ref() {
+                    out.push(run_flat(flat, ends, d, l, snaplen));
+                    if changes.load(Ordering::Acquire) != seen {
+                        changed = true;
+                        break;
+                    }
+                }
+                if !changed {
+                    return;
+                }
+                self.refresh(&guard);
+                continue;
+            }
+            let Some((d, l)) = it.next() else {
+                return;
+            };
+            if changes.load(Ordering::Acquire) != self.seen {
+                self.refresh(&guard);
+            }
+            let v = if self.plain { run_plain(&self.list, d, l, snaplen, self.fusion) } else { self.run_pinned(d, l, &guard) };
             out.push(v);
         }
     }
 
-    fn run_pinned(&mut self, data: &[u8], wire_len: u32, guard: &Guard) -> u32 {
+    /// Rebuilds the list of passes under `guard` (O(slots), once per batch or change).
+    fn refresh(&mut self, guard: &Guard) {
         let shared = &*self.shared;
+        self.seen = shared.changes.load(Ordering::Acquire);
         let hwm = shared.hwm.load(Ordering::Acquire);
-        let snaplen = shared.snaplen;
-        if shared.live.load(Ordering::Acquire) == 0 {
+        self.list.clear();
+        for slot in 0..hwm {
+            let p = shared.slot(slot, guard);
+            if !p.is_null() {
+                self.list.push((slot as u32, p.as_raw()));
+            }
+        }
+        self.accept_all = self.list.is_empty();
+        let hier = self.hierarchical;
+        self.plain = self.list.iter().all(|&(_, p)| {
+            // SAFETY: loaded under `guard`, as above.
+            let p = unsafe { &*p };
+            !hier || (p.parent.is_none() && !p.has_children)
+        });
+        self.flat.clear();
+        self.ends.clear();
+        if self.plain {
+            let fusion = self.fusion;
+            let total: usize = self.list.iter().map(|&(_, p)| {
+                // SAFETY: as above.
+                let p = unsafe { &*p };
+                if fusion { p.fused.len() } else { p.exec.len() }
+            }).sum();
+            if total <= FLAT_MAX {
+                for &(_, p) in &self.list {
+                    // SAFETY: as above.
+                    let p = unsafe { &*p };
+                    let execs = if fusion { &p.fused } else { &p.exec };
+                    if execs.is_empty() {
+                        continue;
+                    }
+                    self.flat.extend(execs.iter().cloned());
+                    self.ends.push(self.flat.len());
+                }
+            }
+        }
+        if self.results.len() < hwm {
+            self.results.resize(hwm, (0, 0, 0, 0));
+        }
+    }
+
+    #[inline(never)]
+    fn run_pinned(&mut self, data: &[u8], wire_len: u32, _guard: &Guard) -> u32 {
+        let snaplen = self.shared.snaplen;
+        if self.accept_all {
             return snaplen;
         }
         self.stamp = self.stamp.wrapping_add(1);
         let stamp = self.stamp;
-        if self.results.len() < hwm {
-            self.results.resize(hwm, (0, 0, 0, 0));
-        }
-        for slot in 0..hwm {
-            let p = shared.slot(slot, guard);
-            // SAFETY: the guard keeps the pass alive; the writer only frees versions that no
-            // pinned reader can still see.
-            let Some(pass) = (unsafe { p.as_ref() }) else {
-                continue;
-            };
-            if pass.insts.is_empty() {
+        for &(slot, ptr) in &self.list {
+            // SAFETY: `ptr` was loaded under the guard the caller still holds, so the pass
+            // version cannot have been freed.
+            let pass = unsafe { &*ptr };
+            if pass.exec.is_empty() {
                 continue;
             }
             // The parent's results for this packet, from the version this pass was copied from.
@@ -572,34 +710,44 @@ impl Reader {
                 },
                 _ => None,
             };
-            let record = pass.has_children;
+            if inherited.is_none() && !pass.has_children {
+                // The plain loop: no results to reuse or to keep.
+                let mut ok = true;
+                for e in pass.exec.iter() {
+                    match e.eval(data, wire_len) {
+                        Outcome::True => {}
+                        Outcome::False => {
+                            ok = false;
+                            break;
+                        }
+                        Outcome::Abort => return 0,
+                    }
+                }
+                if ok {
+                    return snaplen;
+                }
+                continue;
+            }
             let (mut held, mut failed) = (0u64, 0u64);
             let mut ok = true;
-            for (i, inst) in pass.insts.iter().enumerate() {
+            for (i, e) in pass.exec.iter().enumerate() {
+                let bit = if i < 64 { 1u64 << i } else { 0 };
                 if let Some((t, f)) = inherited
-                    && inst.copied()
-                    && i < 64
+                    && e.copied
                 {
-                    if t >> i & 1 != 0 {
-                        held |= 1 << (i & 63);
+                    if t & bit != 0 {
+                        held |= bit;
                         continue;
                     }
-                    if f >> i & 1 != 0 {
-                        failed |= 1 << (i & 63);
+                    if f & bit != 0 {
                         ok = false;
                         break;
                     }
                 }
-                match eval(inst, data, wire_len) {
-                    Outcome::True => {
-                        if i < 64 {
-                            held |= 1 << i;
-                        }
-                    }
+                match e.eval(data, wire_len) {
+                    Outcome::True => held |= bit,
                     Outcome::False => {
-                        if i < 64 {
-                            failed |= 1 << i;
-                        }
+                        failed |= bit;
                         ok = false;
                         break;
                     }
@@ -609,10 +757,56 @@ impl Reader {
             if ok {
                 return snaplen;
             }
-            if record {
-                self.results[slot] = (stamp, pass.version, held, failed);
+            if pass.has_children
+                && let Some(r) = self.results.get_mut(slot as usize)
+            {
+                *r = (stamp, pass.version, held, failed);
             }
         }
         0
     }
+}
+
+/// Runs passes none of which is a parent or a copy (the common static case).
+#[inline(always)]
+fn run_plain(list: &[(u32, *const Pass)], data: &[u8], wire_len: u32, snaplen: u32, fusion: bool) -> u32 {
+    if list.is_empty() {
+        return snaplen;
+    }
+    'pass: for &(_, ptr) in list {
+        // SAFETY: loaded under the guard the caller holds.
+        let pass = unsafe { &*ptr };
+        let execs = if fusion { &pass.fused } else { &pass.exec };
+        if execs.is_empty() {
+            continue;
+        }
+        for e in execs.iter() {
+            match e.eval(data, wire_len) {
+                Outcome::True => {}
+                Outcome::False => continue 'pass,
+                Outcome::Abort => return 0,
+            }
+        }
+        return snaplen;
+    }
+    0
+}
+
+/// Runs a plain filter copied into one array: `ends[k]` is where pass k's instructions end.
+#[inline(always)]
+fn run_flat(flat: &[Exec], ends: &[usize], data: &[u8], wire_len: u32, snaplen: u32) -> u32 {
+    let mut start = 0;
+    'pass: for &end in ends {
+        let insts = &flat[start..end];
+        start = end;
+        for e in insts {
+            match e.eval(data, wire_len) {
+                Outcome::True => {}
+                Outcome::False => continue 'pass,
+                Outcome::Abort => return 0,
+            }
+        }
+        return snaplen;
+    }
+    0
 }

@@ -19,7 +19,7 @@
 use std::fmt;
 
 use netsift_lang::Pred;
-use netsift_lang::pred::{Cmp, Field, Loc, Node, NodeId, Test};
+use netsift_lang::pred::{ArithOp, Base, Cmp, Field, Loc, Node, NodeId, RelOp, Test, Val};
 
 use crate::build::FilterSpec;
 use crate::isa::{Inst, Mode, Op};
@@ -180,10 +180,52 @@ fn dnf(pred: &Pred, id: NodeId, neg: bool) -> Result<Dnf, Unsupported> {
                 product(pred, ops, false)
             }
         }
-        Node::Relation(a, op, b) => Err(Unsupported(format!(
-            "arithmetic (`{a:?} {op:?} {b:?}`): Swift instructions compare packet fields with constants"
-        ))),
+        Node::Relation(a, op, b) => {
+            let op = match op {
+                RelOp::Gt => ">",
+                RelOp::Ge => ">=",
+                RelOp::Eq => "=",
+            };
+            Err(Unsupported(format!(
+                "arithmetic (`{} {op} {}`): Swift instructions compare packet fields with constants",
+                val(a),
+                val(b)
+            )))
+        }
         Node::Special(s) => Err(Unsupported(format!("{s:?} (protochain, or headers located at run time)"))),
+    }
+}
+
+/// A relation's operand, written as in the filter language (absolute offsets).
+fn val(v: &Val) -> String {
+    match v {
+        Val::Const(c) => c.to_string(),
+        Val::Len => "len".into(),
+        Val::Neg(a) => format!("-{}", val(a)),
+        Val::Load { base, index, size } => {
+            let at = match base {
+                Base::Abs(0) => val(index),
+                Base::Abs(b) => format!("{b} + {}", val(index)),
+                Base::Ipv4Payload(nl) => format!("ip4 payload after [{nl}] + {}", val(index)),
+                Base::Var(..) | Base::VarIpv4Payload(_) => format!("(run-time offset) + {}", val(index)),
+            };
+            format!("pkt[{at}:{size}]")
+        }
+        Val::Bin(op, a, b) => {
+            let o = match op {
+                ArithOp::Add => "+",
+                ArithOp::Sub => "-",
+                ArithOp::Mul => "*",
+                ArithOp::Div => "/",
+                ArithOp::Mod => "%",
+                ArithOp::And => "&",
+                ArithOp::Or => "|",
+                ArithOp::Xor => "^",
+                ArithOp::Shl => "<<",
+                ArithOp::Shr => ">>",
+            };
+            format!("({} {o} {})", val(a), val(b))
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod build;
+mod exec;
 pub mod filter;
 pub mod from_pred;
 pub mod isa;
