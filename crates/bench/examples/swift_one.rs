@@ -14,7 +14,10 @@ fn main() {
     let mut acc = 0u64;
     let t = std::time::Instant::now();
     for _ in 0..rounds {
-        r.run_batch(packets.iter().map(|p| (p.data.as_slice(), p.wire_len)), &mut out);
+        r.run_batch(
+            packets.iter().map(|p| (p.data.as_slice(), p.wire_len)),
+            &mut out,
+        );
         acc += out.iter().map(|&v| u64::from(v != 0)).sum::<u64>();
     }
     let ns = t.elapsed().as_nanos() as f64 / (rounds * packets.len()) as f64;

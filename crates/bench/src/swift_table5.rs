@@ -26,7 +26,10 @@ pub fn filter(n: usize, form: Form) -> FilterSpec {
             f.pass(vec![ip]);
         }
         3 => {
-            f.pass(vec![ip, build::ip4_net_both(0xc0a8_0200, 0xffff_ff00, 0x0a00_0000, 0xff00_0000)]);
+            f.pass(vec![
+                ip,
+                build::ip4_net_both(0xc0a8_0200, 0xffff_ff00, 0x0a00_0000, 0xff00_0000),
+            ]);
         }
         4 => {
             f.pass(vec![ip, build::ip4_net_either(0xc0a8_0200, 0xffff_ff00)]);

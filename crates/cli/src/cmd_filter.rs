@@ -52,7 +52,10 @@ pub struct Args {
 enum Runner {
     Bpf(Filter),
     /// A Swift reader, and the writer that keeps its filter alive.
-    Swift(netsift::swift::Reader, #[allow(dead_code)] netsift::swift::Writer),
+    Swift(
+        netsift::swift::Reader,
+        #[allow(dead_code)] netsift::swift::Writer,
+    ),
 }
 
 impl Runner {
@@ -84,13 +87,18 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             let ctx = args.compile.context(Some(expr::capture_target(&reader)))?;
             if args.engine == program::EngineArg::Swift {
                 let pred = expr::lower_or_report(&text, &ctx)?;
-                let spec = netsift::swift::from_pred::from_pred(&pred).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let spec = netsift::swift::from_pred::from_pred(&pred)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
                 let (mut w, r) = netsift::swift::open(ctx.snaplen);
                 spec.load(&mut w).map_err(|e| anyhow::anyhow!("{e}"))?;
                 Runner::Swift(r, w)
             } else {
                 let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
-                Runner::Bpf(Filter::new(prog, netsift::bpf::Rules::Libpcap, args.engine.engine())?)
+                Runner::Bpf(Filter::new(
+                    prog,
+                    netsift::bpf::Rules::Libpcap,
+                    args.engine.engine(),
+                )?)
             }
         }
     };

@@ -32,18 +32,27 @@ fn with_values(mut i: Inst, values: impl IntoIterator<Item = u32>) -> Inst {
 
 /// EtherType (at 12) is one of `types` (up to 7).
 pub fn ether_type(types: &[u16]) -> Inst {
-    with_values(Inst::new(Op::Eq16, Mode::D, 12), types.iter().map(|&t| u32::from(t)))
+    with_values(
+        Inst::new(Op::Eq16, Mode::D, 12),
+        types.iter().map(|&t| u32::from(t)),
+    )
 }
 
 /// IPv4 with protocol in `protos` (up to 7).
 pub fn ip4_proto(protos: &[u8]) -> Inst {
-    with_values(Inst::new(Op::Ip4Proto, Mode::D, u16::from(ETH_NL)), protos.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::Ip4Proto, Mode::D, u16::from(ETH_NL)),
+        protos.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// IPv4, not a later fragment, protocol in `protos` (up to 7): the paper's
 /// `EtherIP_TCP_NonFrag`.
 pub fn ip4_proto_nofrag(protos: &[u8]) -> Inst {
-    with_values(Inst::new(Op::Ip4ProtoNoFrag, Mode::D, u16::from(ETH_NL)), protos.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::Ip4ProtoNoFrag, Mode::D, u16::from(ETH_NL)),
+        protos.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// IPv4, not a later fragment, protocol `proto`, source or destination port in `ports` (up to
@@ -56,7 +65,10 @@ pub fn ip4_proto_ports(proto: u8, ports: &[u16]) -> Inst {
 
 /// IPv6 with next header in `protos` (up to 7).
 pub fn ip6_proto(protos: &[u8]) -> Inst {
-    with_values(Inst::new(Op::Ip6Proto, Mode::D, u16::from(ETH_NL)), protos.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::Ip6Proto, Mode::D, u16::from(ETH_NL)),
+        protos.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// IPv4 source address under `mask` equals `net`.
@@ -112,28 +124,42 @@ pub fn ip4_dst_host(hosts: &[u32]) -> Inst {
 
 /// TCP/UDP source or destination port (after the IPv4 header) in `ports` (up to 12).
 pub fn tcp_udp_port(ports: &[u16]) -> Inst {
-    with_values(Inst::new(Op::PortEither, Mode::L1, 0).with_nl(ETH_NL), ports.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::PortEither, Mode::L1, 0).with_nl(ETH_NL),
+        ports.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// TCP/UDP destination port (after the IPv4 header) in `ports` (up to 6).
 pub fn tcp_udp_dst_port(ports: &[u16]) -> Inst {
-    with_values(Inst::new(Op::Eq16, Mode::L1, 2).with_nl(ETH_NL), ports.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::Eq16, Mode::L1, 2).with_nl(ETH_NL),
+        ports.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// TCP/UDP source port (after the IPv4 header) in `ports` (up to 6).
 pub fn tcp_udp_src_port(ports: &[u16]) -> Inst {
-    with_values(Inst::new(Op::Eq16, Mode::L1, 0).with_nl(ETH_NL), ports.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::Eq16, Mode::L1, 0).with_nl(ETH_NL),
+        ports.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// Source or destination port in `ports` (up to 14) after an IPv4 or IPv6 header, with or
 /// without VLAN tags (beyond the paper).
 pub fn any_port(ports: &[u16]) -> Inst {
-    with_values(Inst::new(Op::PortEither, Mode::L1A, 0), ports.iter().map(|&p| u32::from(p)))
+    with_values(
+        Inst::new(Op::PortEither, Mode::L1A, 0),
+        ports.iter().map(|&p| u32::from(p)),
+    )
 }
 
 /// Port range `[lo, hi]` on the source port (`dst` false) or destination port.
 pub fn port_range(lo: u16, hi: u16, dst: bool) -> Inst {
-    let mut i = Inst::new(Op::Rng16, Mode::L1, if dst { 2 } else { 0 }).with_nl(ETH_NL).with_count(2);
+    let mut i = Inst::new(Op::Rng16, Mode::L1, if dst { 2 } else { 0 })
+        .with_nl(ETH_NL)
+        .with_count(2);
     i.set_param(0, u32::from(lo));
     i.set_param(1, u32::from(hi));
     i
@@ -141,7 +167,9 @@ pub fn port_range(lo: u16, hi: u16, dst: bool) -> Inst {
 
 /// The TCP payload starts with `words` (big-endian 32-bit words, up to 6).
 pub fn tcp_payload(words: &[u32]) -> Inst {
-    let mut i = Inst::new(Op::Leq, Mode::L2, 0).with_nl(ETH_NL).with_count(words.len().min(6));
+    let mut i = Inst::new(Op::Leq, Mode::L2, 0)
+        .with_nl(ETH_NL)
+        .with_count(words.len().min(6));
     for (k, &w) in words.iter().take(6).enumerate() {
         i.set_param(k, w);
     }

@@ -93,7 +93,9 @@ impl Exec {
             (Some(o @ (Op::Eq8 | Op::Eq16 | Op::Eq32)), Mode::D) => Kind::D(width(o), Test::Eq),
             (Some(o @ (Op::Meq8 | Op::Meq16 | Op::Meq32)), Mode::D) => Kind::D(width(o), Test::Meq),
             (Some(o @ (Op::Eq8 | Op::Eq16 | Op::Eq32)), Mode::L1) => Kind::L1(width(o), Test::Eq),
-            (Some(o @ (Op::Meq8 | Op::Meq16 | Op::Meq32)), Mode::L1) => Kind::L1(width(o), Test::Meq),
+            (Some(o @ (Op::Meq8 | Op::Meq16 | Op::Meq32)), Mode::L1) => {
+                Kind::L1(width(o), Test::Meq)
+            }
             (Some(Op::Ip4Proto), Mode::D) => Kind::Ip4Proto(false),
             (Some(Op::Ip4ProtoNoFrag), Mode::D) => Kind::Ip4Proto(true),
             (Some(Op::Ip4ProtoPorts), Mode::D) => Kind::Ip4ProtoPorts,
@@ -167,9 +169,7 @@ impl Exec {
             },
             Kind::Ip4Proto(nofrag) => self.ip4_proto(p, nofrag, |_| Some(true)),
             Kind::Ip4ProtoPorts => self.ip4_proto(p, true, |(p, at)| {
-                let Some(l1) = p.get(at).map(|&b| at + 4 * usize::from(b & 0xf)) else {
-                    return None;
-                };
+                let l1 = p.get(at).map(|&b| at + 4 * usize::from(b & 0xf))?;
                 self.either16(p, l1)
             }),
             Kind::PortEitherL1 => match p.get(self.nl) {
@@ -248,7 +248,12 @@ impl Exec {
 
     /// IPv4 (EtherType at off-2), protocol, (fragment), then `rest`.
     #[inline(always)]
-    fn ip4_proto(&self, p: &[u8], nofrag: bool, rest: impl Fn((&[u8], usize)) -> Option<bool>) -> Outcome {
+    fn ip4_proto(
+        &self,
+        p: &[u8],
+        nofrag: bool,
+        rest: impl Fn((&[u8], usize)) -> Option<bool>,
+    ) -> Outcome {
         let at = self.off;
         match at.checked_sub(2).and_then(|o| be16(p, o)) {
             None => return Outcome::Abort,
@@ -333,11 +338,19 @@ fn pick(kind: Kind, neg: bool) -> fn(&Exec, &[u8], u32) -> Outcome {
         Kind::D(_, Test::Meq) => d_field::<4, true>(neg),
         Kind::D(_, Test::Eq) => d_field::<4, false>(neg),
         Kind::Ip4ProtoPorts => {
-            if neg { ip4_proto_ports::<true> } else { ip4_proto_ports::<false> }
+            if neg {
+                ip4_proto_ports::<true>
+            } else {
+                ip4_proto_ports::<false>
+            }
         }
         Kind::HostSet => host_set,
         Kind::HostEither => {
-            if neg { host_either::<true> } else { host_either::<false> }
+            if neg {
+                host_either::<true>
+            } else {
+                host_either::<false>
+            }
         }
         _ => generic,
     }
@@ -408,9 +421,17 @@ fn d_field<const W: usize, const M: bool>(neg: bool) -> fn(&Exec, &[u8], u32) ->
         };
         let v = if M { v & e.mask } else { v };
         let hit = e.any && lanes(&e.vals, v);
-        if hit != NEG { Outcome::True } else { Outcome::False }
+        if hit != NEG {
+            Outcome::True
+        } else {
+            Outcome::False
+        }
     }
-    if neg { f::<W, M, true> } else { f::<W, M, false> }
+    if neg {
+        f::<W, M, true>
+    } else {
+        f::<W, M, false>
+    }
 }
 
 /// Fuses runs of instructions whose combined test is simpler to run at once (the decoded
@@ -507,9 +528,15 @@ mod tests {
                 let _ = i.add_value((next() % 8) as u32);
             }
             let len = (next() % 64) as usize;
-            let pkt: Vec<u8> = (0..len).map(|_| (next() % 8) as u8 | if next() % 5 == 0 { 0x40 } else { 0 }).collect();
+            let pkt: Vec<u8> = (0..len)
+                .map(|_| (next() % 8) as u8 | if next() % 5 == 0 { 0x40 } else { 0 })
+                .collect();
             let e = Exec::new(&i);
-            assert_eq!(e.eval(&pkt, len as u32), eval(&i, &pkt, len as u32), "{i} on {pkt:?}");
+            assert_eq!(
+                e.eval(&pkt, len as u32),
+                eval(&i, &pkt, len as u32),
+                "{i} on {pkt:?}"
+            );
         }
     }
 
@@ -536,7 +563,9 @@ mod tests {
             let execs: Vec<Exec> = insts.iter().map(Exec::new).collect();
             let fused = fuse(&execs);
             let len = (next() % 12) as usize;
-            let pkt: Vec<u8> = (0..len).map(|i| if i % 4 == 3 { (next() % 16) as u8 } else { 0 }).collect();
+            let pkt: Vec<u8> = (0..len)
+                .map(|i| if i % 4 == 3 { (next() % 16) as u8 } else { 0 })
+                .collect();
             let run = |es: &[Exec]| {
                 for e in es {
                     match e.eval(&pkt, 0) {

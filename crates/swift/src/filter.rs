@@ -131,7 +131,9 @@ impl std::fmt::Display for UpdateError {
             UpdateError::NoSuchInstruction(i) => write!(f, "no instruction {i} in the pass"),
             UpdateError::Full => f.write_str("the instruction has no free operand"),
             UpdateError::NoSuchParam(v) => write!(f, "operand {v:#x} is not in the instruction"),
-            UpdateError::TooManyPasses => write!(f, "the filter holds {} passes already", CHUNK * MAX_CHUNKS),
+            UpdateError::TooManyPasses => {
+                write!(f, "the filter holds {} passes already", CHUNK * MAX_CHUNKS)
+            }
         }
     }
 }
@@ -316,7 +318,11 @@ impl Writer {
 
     fn set_bounds(&mut self) {
         // Shrink past deleted passes at the end (amortised O(1) per deletion).
-        let mut hwm = self.shared.hwm.load(Ordering::Relaxed).max(self.slots.len());
+        let mut hwm = self
+            .shared
+            .hwm
+            .load(Ordering::Relaxed)
+            .max(self.slots.len());
         while hwm > 0 && self.slots[hwm - 1].meta.is_none() {
             hwm -= 1;
         }
@@ -403,7 +409,10 @@ impl Writer {
         let slot = self.alloc_slot(Some(parent.slot))?;
         let mut insts = insts.to_vec();
         for (k, i) in insts.iter_mut().enumerate() {
-            let same = pm.insts.get(k).is_some_and(|p| p.identity() == i.identity());
+            let same = pm
+                .insts
+                .get(k)
+                .is_some_and(|p| p.identity() == i.identity());
             i.set_copied(same);
         }
         self.slots[slot as usize].meta = Some(Meta {
@@ -451,7 +460,12 @@ impl Writer {
 
     /// Removes every pass.
     pub fn clear(&mut self) {
-        for (id, _) in self.list().into_iter().map(|(i, p)| (i, p.len())).collect::<Vec<_>>() {
+        for (id, _) in self
+            .list()
+            .into_iter()
+            .map(|(i, p)| (i, p.len()))
+            .collect::<Vec<_>>()
+        {
             let _ = self.del_pass(id);
         }
     }
@@ -460,13 +474,19 @@ impl Writer {
     /// pass's length), then publishes the new version: the instruction loses its "copied" mark,
     /// and the pass's copies, whose marks referred to the old version, are re-pointed at the new
     /// one with that instruction unmarked.
-    fn change(&mut self, id: PassId, idx: usize, f: impl FnOnce(&mut Inst) -> Result<(), UpdateError>) -> Result<(), UpdateError> {
+    fn change(
+        &mut self,
+        id: PassId,
+        idx: usize,
+        f: impl FnOnce(&mut Inst) -> Result<(), UpdateError>,
+    ) -> Result<(), UpdateError> {
         let m = self.meta_mut(id)?;
         if idx > m.insts.len() {
             return Err(UpdateError::NoSuchInstruction(idx));
         }
         if idx == m.insts.len() {
-            m.insts.push(Inst::new(crate::isa::Op::Nop, crate::isa::Mode::D, 0));
+            m.insts
+                .push(Inst::new(crate::isa::Op::Nop, crate::isa::Mode::D, 0));
         }
         let mut inst = m.insts[idx];
         f(&mut inst)?;
@@ -498,20 +518,43 @@ impl Writer {
 
     /// Adds an operand (SIMD lane) to instruction `idx`. `SPF_AddParam`.
     pub fn add_param(&mut self, id: PassId, idx: usize, value: u32) -> Result<(), UpdateError> {
-        self.meta(id)?.insts.get(idx).ok_or(UpdateError::NoSuchInstruction(idx))?;
-        self.change(id, idx, |i| i.add_value(value).map_err(|_| UpdateError::Full))
+        self.meta(id)?
+            .insts
+            .get(idx)
+            .ok_or(UpdateError::NoSuchInstruction(idx))?;
+        self.change(id, idx, |i| {
+            i.add_value(value).map_err(|_| UpdateError::Full)
+        })
     }
 
     /// Removes an operand from instruction `idx`. `SPF_DelParam`.
     pub fn del_param(&mut self, id: PassId, idx: usize, value: u32) -> Result<(), UpdateError> {
-        self.meta(id)?.insts.get(idx).ok_or(UpdateError::NoSuchInstruction(idx))?;
-        self.change(id, idx, |i| if i.del_value(value) { Ok(()) } else { Err(UpdateError::NoSuchParam(value)) })
+        self.meta(id)?
+            .insts
+            .get(idx)
+            .ok_or(UpdateError::NoSuchInstruction(idx))?;
+        self.change(id, idx, |i| {
+            if i.del_value(value) {
+                Ok(())
+            } else {
+                Err(UpdateError::NoSuchParam(value))
+            }
+        })
     }
 
     /// Changes any part of instruction `idx`: word 0 is the command, words 1-7 the
     /// parameters. `SPF_PokeInst`.
-    pub fn poke_inst(&mut self, id: PassId, idx: usize, word: usize, value: u32) -> Result<(), UpdateError> {
-        self.meta(id)?.insts.get(idx).ok_or(UpdateError::NoSuchInstruction(idx))?;
+    pub fn poke_inst(
+        &mut self,
+        id: PassId,
+        idx: usize,
+        word: usize,
+        value: u32,
+    ) -> Result<(), UpdateError> {
+        self.meta(id)?
+            .insts
+            .get(idx)
+            .ok_or(UpdateError::NoSuchInstruction(idx))?;
         self.change(id, idx, |i| {
             match word {
                 0 => i.cmd = value,
@@ -636,7 +679,11 @@ impl Reader {
             if changes.load(Ordering::Acquire) != self.seen {
                 self.refresh(&guard);
             }
-            let v = if self.plain { run_plain(&self.list, d, l, snaplen, self.fusion) } else { self.run_pinned(d, l, &guard) };
+            let v = if self.plain {
+                run_plain(&self.list, d, l, snaplen, self.fusion)
+            } else {
+                self.run_pinned(d, l, &guard)
+            };
             out.push(v);
         }
     }
@@ -664,11 +711,15 @@ impl Reader {
         self.ends.clear();
         if self.plain {
             let fusion = self.fusion;
-            let total: usize = self.list.iter().map(|&(_, p)| {
-                // SAFETY: as above.
-                let p = unsafe { &*p };
-                if fusion { p.fused.len() } else { p.exec.len() }
-            }).sum();
+            let total: usize = self
+                .list
+                .iter()
+                .map(|&(_, p)| {
+                    // SAFETY: as above.
+                    let p = unsafe { &*p };
+                    if fusion { p.fused.len() } else { p.exec.len() }
+                })
+                .sum();
             if total <= FLAT_MAX {
                 for &(_, p) in &self.list {
                     // SAFETY: as above.
@@ -769,7 +820,13 @@ impl Reader {
 
 /// Runs passes none of which is a parent or a copy (the common static case).
 #[inline(always)]
-fn run_plain(list: &[(u32, *const Pass)], data: &[u8], wire_len: u32, snaplen: u32, fusion: bool) -> u32 {
+fn run_plain(
+    list: &[(u32, *const Pass)],
+    data: &[u8],
+    wire_len: u32,
+    snaplen: u32,
+    fusion: bool,
+) -> u32 {
     if list.is_empty() {
         return snaplen;
     }

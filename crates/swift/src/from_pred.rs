@@ -57,7 +57,10 @@ pub fn from_pred(pred: &Pred) -> Result<FilterSpec, Unsupported> {
     // A hopeless pass may go when a pass met before it (the first pass, which every packet
     // meets) or right after it reads, in its first instruction, the bytes its own first
     // instruction reads: a packet too short for them gets 0 either way.
-    let covers = |a: Option<&Inst>, b: Option<&Inst>| match (a.and_then(fixed_bytes), b.and_then(fixed_bytes)) {
+    let covers = |a: Option<&Inst>, b: Option<&Inst>| match (
+        a.and_then(fixed_bytes),
+        b.and_then(fixed_bytes),
+    ) {
         (Some((a0, a1)), Some((b0, b1))) => a0 <= b0 && b1 <= a1,
         _ => false,
     };
@@ -74,7 +77,11 @@ pub fn from_pred(pred: &Pred) -> Result<FilterSpec, Unsupported> {
         .into_iter()
         .map(|p| {
             let p = peephole(p);
-            if p.is_empty() { vec![Inst::new(Op::Nop, Mode::D, 0)] } else { p }
+            if p.is_empty() {
+                vec![Inst::new(Op::Nop, Mode::D, 0)]
+            } else {
+                p
+            }
         })
         .collect();
     for (k, p) in passes.iter().enumerate() {
@@ -124,8 +131,12 @@ fn hopeless(p: &[Inst]) -> bool {
         let within = i.mode() == Mode::D
             && match i.op() {
                 Some(Op::Eq8 | Op::Meq8 | Op::Rng8 | Op::Set8) => u32::from(i.offset()) < end,
-                Some(Op::Eq16 | Op::Meq16 | Op::Rng16 | Op::Set16) => u32::from(i.offset()) + 2 <= end,
-                Some(Op::Eq32 | Op::Meq32 | Op::Rng32 | Op::Set32) => u32::from(i.offset()) + 4 <= end,
+                Some(Op::Eq16 | Op::Meq16 | Op::Rng16 | Op::Set16) => {
+                    u32::from(i.offset()) + 2 <= end
+                }
+                Some(Op::Eq32 | Op::Meq32 | Op::Rng32 | Op::Set32) => {
+                    u32::from(i.offset()) + 4 <= end
+                }
                 Some(Op::Nop | Op::LenRng) => true,
                 _ => false,
             };
@@ -148,7 +159,10 @@ fn fixed_bytes(i: &Inst) -> Option<(u32, u32)> {
 }
 
 fn common_prefix(a: &[Inst], b: &[Inst]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x.identity() == y.identity()).count()
+    a.iter()
+        .zip(b)
+        .take_while(|(x, y)| x.identity() == y.identity())
+        .count()
 }
 
 fn too_big() -> Unsupported {
@@ -169,9 +183,17 @@ fn dnf(pred: &Pred, id: NodeId, neg: bool) -> Result<Dnf, Unsupported> {
         }
         Node::Or(ops) => {
             if let Some(i) = port_pair(pred, ops) {
-                return Ok(if neg { vec![vec![i.negate(true)]] } else { vec![vec![i]] });
+                return Ok(if neg {
+                    vec![vec![i.negate(true)]]
+                } else {
+                    vec![vec![i]]
+                });
             }
-            if neg { product(pred, ops, true) } else { union(pred, ops, false) }
+            if neg {
+                product(pred, ops, true)
+            } else {
+                union(pred, ops, false)
+            }
         }
         Node::And(ops) => {
             if neg {
@@ -192,7 +214,9 @@ fn dnf(pred: &Pred, id: NodeId, neg: bool) -> Result<Dnf, Unsupported> {
                 val(b)
             )))
         }
-        Node::Special(s) => Err(Unsupported(format!("{s:?} (protochain, or headers located at run time)"))),
+        Node::Special(s) => Err(Unsupported(format!(
+            "{s:?} (protochain, or headers located at run time)"
+        ))),
     }
 }
 
@@ -207,7 +231,9 @@ fn val(v: &Val) -> String {
                 Base::Abs(0) => val(index),
                 Base::Abs(b) => format!("{b} + {}", val(index)),
                 Base::Ipv4Payload(nl) => format!("ip4 payload after [{nl}] + {}", val(index)),
-                Base::Var(..) | Base::VarIpv4Payload(_) => format!("(run-time offset) + {}", val(index)),
+                Base::Var(..) | Base::VarIpv4Payload(_) => {
+                    format!("(run-time offset) + {}", val(index))
+                }
             };
             format!("pkt[{at}:{size}]")
         }
@@ -303,13 +329,18 @@ fn test_insts(t: &Test) -> Result<Vec<Inst>, Unsupported> {
         Field::WireLen => return len_insts(t),
         Field::Ancillary { .. } => {
             return Err(Unsupported(
-                "Linux ancillary data (inbound, outbound, ifindex): Swift reads the packet bytes".into(),
+                "Linux ancillary data (inbound, outbound, ifindex): Swift reads the packet bytes"
+                    .into(),
             ));
         }
         Field::Packet { loc, size } => match loc {
             Loc::Abs(k) => (Mode::D, k, 0, size),
             Loc::Ipv4Payload { nl, off } if nl <= 255 => (Mode::L1, off, nl as u8, size),
-            Loc::Ipv4Payload { nl, .. } => return Err(Unsupported(format!("an IPv4 header at offset {nl} (L1 addressing reaches 255)"))),
+            Loc::Ipv4Payload { nl, .. } => {
+                return Err(Unsupported(format!(
+                    "an IPv4 header at offset {nl} (L1 addressing reaches 255)"
+                )));
+            }
             Loc::Var { .. } | Loc::VarIpv4Payload { .. } => {
                 return Err(Unsupported(
                     "a header at a run-time offset (after mpls, pppoes, geneve or a variable link header)".into(),
@@ -317,7 +348,8 @@ fn test_insts(t: &Test) -> Result<Vec<Inst>, Unsupported> {
             }
         },
     };
-    let offset = u16::try_from(offset).map_err(|_| Unsupported(format!("offset {offset} (Swift offsets are 16-bit)")))?;
+    let offset = u16::try_from(offset)
+        .map_err(|_| Unsupported(format!("offset {offset} (Swift offsets are 16-bit)")))?;
     let width = |ops: [Op; 3]| match size {
         1 => Ok(ops[0]),
         2 => Ok(ops[1]),
@@ -326,7 +358,11 @@ fn test_insts(t: &Test) -> Result<Vec<Inst>, Unsupported> {
     };
     let make = |op: Op| {
         let i = Inst::new(op, mode, offset);
-        if matches!(mode, Mode::L1 | Mode::L2) { i.with_nl(nl) } else { i }
+        if matches!(mode, Mode::L1 | Mode::L2) {
+            i.with_nl(nl)
+        } else {
+            i
+        }
     };
     let masked = t.mask != u32::MAX;
     let max = match size {
@@ -335,7 +371,11 @@ fn test_insts(t: &Test) -> Result<Vec<Inst>, Unsupported> {
         _ => u32::MAX,
     };
     let sets = |values: &[u32]| -> Result<Vec<Inst>, Unsupported> {
-        let op = if masked { width([Op::Meq8, Op::Meq16, Op::Meq32])? } else { width([Op::Eq8, Op::Eq16, Op::Eq32])? };
+        let op = if masked {
+            width([Op::Meq8, Op::Meq16, Op::Meq32])?
+        } else {
+            width([Op::Eq8, Op::Eq16, Op::Eq32])?
+        };
         let mut out = Vec::new();
         let mut cur = make(op);
         if masked {
@@ -346,7 +386,8 @@ fn test_insts(t: &Test) -> Result<Vec<Inst>, Unsupported> {
             if cur.add_value(v).is_err() {
                 out.push(cur);
                 cur = fresh;
-                cur.add_value(v).map_err(|_| Unsupported("an operand that fits no lane".into()))?;
+                cur.add_value(v)
+                    .map_err(|_| Unsupported("an operand that fits no lane".into()))?;
             }
         }
         out.push(cur);
@@ -390,7 +431,10 @@ fn len_insts(t: &Test) -> Result<Vec<Inst>, Unsupported> {
     };
     Ok(match &t.cmp {
         Cmp::Eq(v) => vec![mk(&[(*v, *v)])],
-        Cmp::OneOf(vs) => vs.chunks(3).map(|c| mk(&c.iter().map(|&v| (v, v)).collect::<Vec<_>>())).collect(),
+        Cmp::OneOf(vs) => vs
+            .chunks(3)
+            .map(|c| mk(&c.iter().map(|&v| (v, v)).collect::<Vec<_>>()))
+            .collect(),
         Cmp::Range(lo, hi) => vec![mk(&[(*lo, *hi)])],
         Cmp::Gt(v) if *v == u32::MAX => vec![mk(&[])],
         Cmp::Gt(v) => vec![mk(&[(v + 1, u32::MAX)])],
@@ -407,7 +451,11 @@ fn peephole(p: Vec<Inst>) -> Vec<Inst> {
         // EtherType IPv4 at nl-2, protocol set at nl+9, (not a later fragment at nl+6).
         if let Some((nl, protos)) = ip4_proto_at(&p[k..]) {
             let nofrag = p.get(k + 2).is_some_and(|f| is_not_fragment(f, nl));
-            let op = if nofrag { Op::Ip4ProtoNoFrag } else { Op::Ip4Proto };
+            let op = if nofrag {
+                Op::Ip4ProtoNoFrag
+            } else {
+                Op::Ip4Proto
+            };
             let mut i = Inst::new(op, Mode::D, nl);
             for v in &protos {
                 let _ = i.add_value(*v);
@@ -417,7 +465,10 @@ fn peephole(p: Vec<Inst>) -> Vec<Inst> {
             if nofrag
                 && protos.len() == 1
                 && let Some(ports) = p.get(k).filter(|q| {
-                    q.op() == Some(Op::PortEither) && q.mode() == Mode::L1 && q.p[6] == u32::from(nl) && !q.negated()
+                    q.op() == Some(Op::PortEither)
+                        && q.mode() == Mode::L1
+                        && q.p[6] == u32::from(nl)
+                        && !q.negated()
                 })
             {
                 let mut j = Inst::new(Op::Ip4ProtoPorts, Mode::D, nl);
@@ -450,7 +501,11 @@ fn ip4_proto_at(p: &[Inst]) -> Option<(u16, Vec<u32>)> {
 
 /// `f` is "not (16 bits at nl+6 & 0x1fff)".
 fn is_not_fragment(f: &Inst, nl: u16) -> bool {
-    f.op() == Some(Op::Set16) && f.mode() == Mode::D && f.negated() && f.offset() == nl + 6 && f.p[0] == 0x1fff
+    f.op() == Some(Op::Set16)
+        && f.mode() == Mode::D
+        && f.negated()
+        && f.offset() == nl + 6
+        && f.p[0] == 0x1fff
 }
 
 #[cfg(test)]
@@ -477,7 +532,12 @@ mod tests {
 
     #[test]
     fn what_swift_cannot_say_is_named() {
-        assert!(spec("ip[2:2] - ((ip[0]&0xf)<<2) > 40").unwrap_err().0.contains("arithmetic"));
+        assert!(
+            spec("ip[2:2] - ((ip[0]&0xf)<<2) > 40")
+                .unwrap_err()
+                .0
+                .contains("arithmetic")
+        );
         assert!(spec("geneve and ip").is_err());
         assert!(spec("inbound").unwrap_err().0.contains("ancillary"));
     }

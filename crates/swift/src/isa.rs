@@ -144,7 +144,11 @@ impl Op {
 
     /// Operand lanes the opcode uses for values (ports pack two per parameter).
     fn lanes_per_param(self) -> usize {
-        if matches!(self, Op::PortEither | Op::Ip4ProtoPorts) { 2 } else { 1 }
+        if matches!(self, Op::PortEither | Op::Ip4ProtoPorts) {
+            2
+        } else {
+            1
+        }
     }
 
     /// The first parameter holding values (after fixed parameters such as a mask).
@@ -305,7 +309,9 @@ impl Inst {
         let op = self.op().unwrap_or(Op::Nop);
         let first = op.first_value_param();
         if op.lanes_per_param() == 2 {
-            (0..n).map(|i| (self.p[first + i / 2] >> ((i % 2) * 16)) & 0xffff).collect()
+            (0..n)
+                .map(|i| (self.p[first + i / 2] >> ((i % 2) * 16)) & 0xffff)
+                .collect()
         } else {
             self.p[first..(first + n).min(7)].to_vec()
         }
@@ -331,10 +337,23 @@ impl Inst {
         let Some(op) = self.op() else {
             return;
         };
-        if n == 0 || !matches!(
-            op,
-            Op::Eq8 | Op::Eq16 | Op::Eq32 | Op::Meq8 | Op::Meq16 | Op::Meq32 | Op::HostEither | Op::Ip4Proto | Op::Ip4ProtoNoFrag | Op::Ip6Proto | Op::PortEither | Op::Ip4ProtoPorts
-        ) {
+        if n == 0
+            || !matches!(
+                op,
+                Op::Eq8
+                    | Op::Eq16
+                    | Op::Eq32
+                    | Op::Meq8
+                    | Op::Meq16
+                    | Op::Meq32
+                    | Op::HostEither
+                    | Op::Ip4Proto
+                    | Op::Ip4ProtoNoFrag
+                    | Op::Ip6Proto
+                    | Op::PortEither
+                    | Op::Ip4ProtoPorts
+            )
+        {
             return;
         }
         let first = op.first_value_param();
@@ -367,7 +386,9 @@ impl fmt::Display for Full {
 
 impl fmt::Display for Inst {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.op().map_or_else(|| format!("op{}", self.cmd as u8), |o| format!("{o:?}"));
+        let name = self
+            .op()
+            .map_or_else(|| format!("op{}", self.cmd as u8), |o| format!("{o:?}"));
         let mode = match self.mode() {
             Mode::D => "D".to_string(),
             Mode::L1 => format!("L1@{}", self.p[6]),
@@ -384,7 +405,25 @@ impl fmt::Display for Inst {
             self.offset(),
             self.values()
         )?;
-        if matches!(self.op(), Some(Op::Meq8 | Op::Meq16 | Op::Meq32 | Op::Ip4ProtoPorts | Op::Rng8 | Op::Rng16 | Op::Rng32 | Op::Set8 | Op::Set16 | Op::Set32 | Op::LenRng | Op::LeqM | Op::NetBoth | Op::NetEither)) {
+        if matches!(
+            self.op(),
+            Some(
+                Op::Meq8
+                    | Op::Meq16
+                    | Op::Meq32
+                    | Op::Ip4ProtoPorts
+                    | Op::Rng8
+                    | Op::Rng16
+                    | Op::Rng32
+                    | Op::Set8
+                    | Op::Set16
+                    | Op::Set32
+                    | Op::LenRng
+                    | Op::LeqM
+                    | Op::NetBoth
+                    | Op::NetEither
+            )
+        ) {
             write!(f, " p={:x?}", &self.p[..self.count().clamp(1, 7)])?;
         }
         Ok(())
@@ -452,7 +491,9 @@ fn base(inst: &Inst, p: &[u8]) -> Result<usize, Outcome> {
     let off = usize::from(inst.offset());
     match inst.mode() {
         Mode::D => Ok(off),
-        Mode::L1 => l1_ipv4(p, inst.p[6] as usize).map(|b| b + off).ok_or(Outcome::Abort),
+        Mode::L1 => l1_ipv4(p, inst.p[6] as usize)
+            .map(|b| b + off)
+            .ok_or(Outcome::Abort),
         Mode::L2 => {
             let l1 = l1_ipv4(p, inst.p[6] as usize).ok_or(Outcome::Abort)?;
             let thl = b8(p, l1 + 12).ok_or(Outcome::Abort)? >> 4;
@@ -560,7 +601,9 @@ fn eval_plain(inst: &Inst, p: &[u8], wire_len: u32) -> Outcome {
         Op::Set8 => to(b8(p, at).map(|v| v & q[0] != 0)),
         Op::Set16 => to(b16(p, at).map(|v| v & q[0] != 0)),
         Op::Set32 => to(b32(p, at).map(|v| v & q[0] != 0)),
-        Op::LenRng => to(Some((0..n / 2).any(|i| q[2 * i] <= wire_len && wire_len <= q[2 * i + 1]))),
+        Op::LenRng => to(Some(
+            (0..n / 2).any(|i| q[2 * i] <= wire_len && wire_len <= q[2 * i + 1]),
+        )),
         Op::Leq => {
             for (i, &w) in q[..n.min(7)].iter().enumerate() {
                 match b32(p, at + 4 * i) {

@@ -31,7 +31,10 @@ fn readers_never_see_half_a_pass() {
             let mut out = Vec::new();
             while !stop.load(Ordering::Relaxed) {
                 r.run_batch(mixed.iter().map(|p| (&p[..], 2)), &mut out);
-                bad.fetch_add(out.iter().filter(|&&v| v != 0).count() as u64, Ordering::Relaxed);
+                bad.fetch_add(
+                    out.iter().filter(|&&v| v != 0).count() as u64,
+                    Ordering::Relaxed,
+                );
                 runs.fetch_add(2, Ordering::Relaxed);
             }
         })
@@ -42,7 +45,11 @@ fn readers_never_see_half_a_pass() {
     }
     stop.store(true, Ordering::Relaxed);
     reader.join().unwrap();
-    assert_eq!(bad.load(Ordering::Relaxed), 0, "a reader saw a half-written pass");
+    assert_eq!(
+        bad.load(Ordering::Relaxed),
+        0,
+        "a reader saw a half-written pass"
+    );
     assert!(runs.load(Ordering::Relaxed) > 0);
 }
 
@@ -90,14 +97,19 @@ fn hierarchical_execution_never_changes_a_verdict() {
     // without the shortcut.
     let (mut w, mut r) = open(1);
     let parent = w
-        .new_pass(&[build::ether_type(&[0x800]), build::ip4_proto_nofrag(&[6]), build::tcp_udp_port(&[21])])
+        .new_pass(&[
+            build::ether_type(&[0x800]),
+            build::ip4_proto_nofrag(&[6]),
+            build::tcp_udp_port(&[21]),
+        ])
         .unwrap();
     for port in 1000..1100u16 {
         let c = w.dup_pass(parent).unwrap();
         w.select_op(c, 2, build::tcp_udp_port(&[port])).unwrap();
     }
     // Change the parent after the copies were made: their marks must not mislead.
-    w.select_op(parent, 1, build::ip4_proto_nofrag(&[17])).unwrap();
+    w.select_op(parent, 1, build::ip4_proto_nofrag(&[17]))
+        .unwrap();
     let mut r2 = w.reader();
     r2.set_hierarchical(false);
     let mut x = 12345u64;
@@ -105,13 +117,21 @@ fn hierarchical_execution_never_changes_a_verdict() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let mut p = vec![0u8; 14 + 20 + 4];
+        let mut p = [0u8; 14 + 20 + 4];
         p[12..14].copy_from_slice(&[8, 0]);
         p[14] = 0x45;
         p[23] = if x & 1 == 0 { 6 } else { 17 };
-        let port = if x & 2 == 0 { 21 } else { 1000 + ((x >> 8) % 120) as u16 };
+        let port = if x & 2 == 0 {
+            21
+        } else {
+            1000 + ((x >> 8) % 120) as u16
+        };
         p[36..38].copy_from_slice(&port.to_be_bytes());
-        let cut = if x & 4 == 0 { p.len() } else { (x >> 20) as usize % p.len() };
+        let cut = if x & 4 == 0 {
+            p.len()
+        } else {
+            (x >> 20) as usize % p.len()
+        };
         assert_eq!(r.run(&p[..cut], 60), r2.run(&p[..cut], 60));
     }
 }

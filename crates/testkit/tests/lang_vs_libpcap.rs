@@ -298,3 +298,70 @@ fn instruction_counts_against_libpcap_master() {
     assert!(le * 10 >= n * 9, "only {le} of {n} at most master's length");
     assert!(tot_ours <= tot_master);
 }
+
+/// Long `or`s of terms that each leave different facts behind (`host Xi and tcp port Pi`)
+/// used to be specialised once per path through the earlier terms: quadratic code and cubic
+/// time. They must stay no longer than libpcap's code, and give its verdicts.
+#[test]
+fn long_or_chains_no_longer_than_libpcap() {
+    let mut packets: Vec<Vec<u8>> = corpus::packets_by_dlt()
+        .remove(&1)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect();
+    // TCP, UDP and ARP frames from and to the terms' hosts, on and off their ports.
+    for i in 0..260u32 {
+        for (proto, port, src) in [
+            (6u8, 2000 + i, true),
+            (6, 21, false),
+            (17, 2000 + i, false),
+            (6, 2001 + i, true),
+        ] {
+            let host = [10, (i / 250) as u8, (i % 250) as u8, 1];
+            let mut f = vec![0u8; 54];
+            f[12..14].copy_from_slice(&[8, 0]);
+            f[14] = 0x45;
+            f[23] = proto;
+            f[26..30].copy_from_slice(if src { &host } else { &[192, 0, 2, 9] });
+            f[30..34].copy_from_slice(if src { &[192, 0, 2, 9] } else { &host });
+            f[34..36].copy_from_slice(&(port as u16).to_be_bytes());
+            f[36..38].copy_from_slice(&4000u16.to_be_bytes());
+            packets.push(f);
+        }
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[8, 6]);
+        arp[28..32].copy_from_slice(&[10, (i / 250) as u8, (i % 250) as u8, 1]);
+        packets.push(arp);
+    }
+    for n in [2usize, 10, 40, 120, 250] {
+        let mut terms = vec!["(ip and tcp port 21)".to_string()];
+        terms.extend((0..n).map(|i| {
+            format!(
+                "(host 10.{}.{}.1 and tcp port {})",
+                i / 250,
+                i % 250,
+                2000 + i
+            )
+        }));
+        let expr = terms.join(" or ");
+        let theirs = oracle::compile(1, 262_144, &expr, true).expect("libpcap compiles it");
+        let ctx = Context::new(netsift_wire::LinkType::ETHERNET);
+        let mine = ours(&expr, &ctx, true).unwrap_or_else(|e| panic!("{n} terms: {e}"));
+        assert!(
+            mine.len() <= theirs.len(),
+            "{n} terms: {} instructions, libpcap {}",
+            mine.len(),
+            theirs.len()
+        );
+        let f = Filter::new(mine, Rules::Kernel).expect("valid");
+        let mut accepted = 0;
+        for p in &packets {
+            let wire = p.len() as u32;
+            let (a, b) = (f.run(p, wire), oracle::filter(&theirs, p, wire).unwrap());
+            assert_eq!(a, b, "{n} terms: verdicts differ");
+            accepted += usize::from(a != 0);
+        }
+        assert!(accepted > n, "{n} terms: only {accepted} packets accepted");
+    }
+}

@@ -23,7 +23,10 @@ fn corpus_expressions_agree() {
         let Ok(pred) = front(&case.expr, &ctx) else {
             continue;
         };
-        let opts = compile::Options { optimize: false, snaplen: case.snaplen };
+        let opts = compile::Options {
+            optimize: false,
+            snaplen: case.snaplen,
+        };
         let Ok(prog) = compile::compile(&pred, &opts) else {
             continue;
         };
@@ -31,7 +34,12 @@ fn corpus_expressions_agree() {
         let spec = match from_pred(&pred) {
             Ok(s) => s,
             Err(e) => {
-                let key = e.0.split(['(', ':']).next().unwrap_or("").trim().to_string();
+                let key =
+                    e.0.split(['(', ':'])
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_string();
                 *reasons.entry(key).or_default() += 1;
                 continue;
             }
@@ -41,7 +49,11 @@ fn corpus_expressions_agree() {
         let (mut w, mut r) = netsift_swift::open(case.snaplen);
         spec.load(&mut w).expect("loads");
         for (i, (d, l)) in packets.iter().enumerate() {
-            let cuts: &[usize] = if i % 7 == 0 { &[0, 12, 14, 20, 23, 30, 34, 40, 54] } else { &[] };
+            let cuts: &[usize] = if i % 7 == 0 {
+                &[0, 12, 14, 20, 23, 30, 34, 40, 54]
+            } else {
+                &[]
+            };
             for &cut in std::iter::once(&d.len()).chain(cuts.iter()) {
                 let d = &d[..cut.min(d.len())];
                 let (a, b) = (interp.run(d, *l), r.run(d, *l));
@@ -63,5 +75,8 @@ fn corpus_expressions_agree() {
     for (k, n) in &reasons {
         println!("  not expressible ({n}): {k}");
     }
-    assert!(expressible * 10 >= total * 7, "fewer than 70% of the corpus expressible: {expressible}/{total}");
+    assert!(
+        expressible * 10 >= total * 7,
+        "fewer than 70% of the corpus expressible: {expressible}/{total}"
+    );
 }

@@ -105,6 +105,19 @@ struct Know {
 }
 
 impl Know {
+    /// A value known but compared with no later test: every later equality test is false. Its
+    /// `eq` is a placeholder; only keys tested below for equality alone are given it.
+    const OTHER: Know = Know {
+        eq: Some(u32::MAX),
+        ne: Small::EMPTY,
+        lo: 1,
+        hi: 0,
+        set: 0,
+        clear: 0,
+        seen_bits: Small::EMPTY,
+        seen_true: 0,
+    };
+
     fn new(hi: u32) -> Know {
         Know {
             eq: None,
@@ -127,7 +140,50 @@ impl Know {
             && v & self.set == self.set
     }
 
+    /// What two paths both know: the strongest knowledge implied by each of `self` and `o`.
+    fn join(&self, o: &Know) -> Know {
+        if *self == Know::OTHER || *o == Know::OTHER {
+            return if self == o {
+                *self
+            } else {
+                Know::new(u32::MAX)
+            };
+        }
+        let mut ne = Small::EMPTY;
+        for &v in self.ne.as_slice() {
+            if o.ne.contains(v) {
+                ne.insert(v);
+            }
+        }
+        let mut seen_bits = Small::EMPTY;
+        let mut seen_true = 0;
+        for (i, &b) in self.seen_bits.as_slice().iter().enumerate() {
+            if let Some(j) = o.seen_bits.as_slice().iter().position(|&x| x == b) {
+                let t = self.seen_true & (1 << i) != 0;
+                if t == (o.seen_true & (1 << j) != 0) {
+                    if t {
+                        seen_true |= 1 << seen_bits.len;
+                    }
+                    seen_bits.insert(b);
+                }
+            }
+        }
+        Know {
+            eq: if self.eq == o.eq { self.eq } else { None },
+            ne,
+            lo: self.lo.min(o.lo),
+            hi: self.hi.max(o.hi),
+            set: self.set & o.set,
+            clear: self.clear & o.clear,
+            seen_bits,
+            seen_true,
+        }
+    }
+
     fn decide(&self, cmp: &Cmp, weak: bool) -> Option<bool> {
+        if *self == Know::OTHER {
+            return matches!(cmp, Cmp::Eq(_) | Cmp::OneOf(_)).then_some(false);
+        }
         // The same jset seen before on this path.
         if let Cmp::Bits(b) = cmp
             && let Some(i) = self.seen_bits.as_slice().iter().position(|x| x == b)
@@ -511,9 +567,23 @@ fn test_node(g: &mut Graph, test: Test, t: Ref, f: Ref) -> Ref {
 
 /// Keys (fields) tested at or below each node, as bitsets: a fact about a key that no later
 /// test reads cannot make a difference, so it is dropped before memoising on the facts.
+///
+/// It also records, for every value compared for equality with a key, the lowest node that
+/// compares it: an excluded value (`Know::ne`) can only decide a later test of that value, and
+/// later nodes have smaller refs, so a value no node at or below a node tests is dropped there.
+/// Without this, long `or`s whose terms exclude different values (`host X1 and port Y1 or host
+/// X2 and port Y2 …`) specialise each later term once per path through the earlier ones.
+///
+/// Likewise a known value (`Know::eq`) that no test at or below compares with, on a key tested
+/// below only for equality, decides every one of those tests as false, whatever the value: it
+/// is replaced by [`Know::OTHER`], so the paths that learned different such values share code.
 struct Liveness {
     words: usize,
     bits: Vec<u64>,
+    /// Keys tested at or below each node other than for equality (ranges, bits).
+    rich: Vec<u64>,
+    /// (key, value) → index of the lowest node testing `key == value` (or a set holding it).
+    lowest_eq: HashMap<(u32, u32), usize>,
 }
 
 impl Liveness {
@@ -521,10 +591,25 @@ impl Liveness {
         let nkeys = g.keys.iter().filter(|&&k| k < u32::MAX / 2).count().max(1);
         let words = nkeys.div_ceil(64).max(1);
         let mut bits = vec![0u64; g.nodes.len() * words];
+        let mut rich = vec![0u64; g.nodes.len() * words];
+        let mut lowest_eq: HashMap<(u32, u32), usize> = HashMap::default();
         // Successors have smaller refs, so one pass in creation order suffices.
         for i in 0..g.nodes.len() {
             let n = g.nodes[i];
             let k = g.keys[n.atom as usize];
+            if let Atom::Test(t) = &g.atoms[n.atom as usize] {
+                let vals: &[u32] = match &t.cmp {
+                    Cmp::Eq(v) => std::slice::from_ref(v),
+                    Cmp::OneOf(vs) => vs,
+                    _ => &[],
+                };
+                for &v in vals {
+                    lowest_eq.entry((k, v)).or_insert(i);
+                }
+                if vals.is_empty() && k < u32::MAX / 2 {
+                    rich[i * words + (k as usize / 64)] |= 1 << (k % 64);
+                }
+            }
             if k < u32::MAX / 2 {
                 bits[i * words + (k as usize / 64)] |= 1 << (k % 64);
             }
@@ -533,11 +618,53 @@ impl Liveness {
                     let j = (s - FIRST) as usize;
                     for w in 0..words {
                         bits[i * words + w] |= bits[j * words + w];
+                        rich[i * words + w] |= rich[j * words + w];
                     }
                 }
             }
         }
-        Liveness { words, bits }
+        Liveness {
+            words,
+            bits,
+            rich,
+            lowest_eq,
+        }
+    }
+
+    /// Whether a node at or below `r` tests `key` other than for equality.
+    fn rich(&self, r: Ref, key: u32) -> bool {
+        key >= u32::MAX / 2
+            || self.rich[(r - FIRST) as usize * self.words + key as usize / 64] & (1 << (key % 64))
+                != 0
+    }
+
+    /// `know` as far as the tests at or below `r` of `key` can tell.
+    fn project(&self, r: Ref, key: u32, know: &Know) -> Know {
+        if key >= u32::MAX / 2 {
+            // A relation's outcome, keyed by atom: kept whole.
+            return *know;
+        }
+        if let Some(v) = know.eq {
+            if know != &Know::OTHER && !self.may_test(r, key, v) && !self.rich(r, key) {
+                return Know::OTHER;
+            }
+            return *know;
+        }
+        let mut pruned = *know;
+        pruned.ne = Small::EMPTY;
+        for &v in know.ne.as_slice() {
+            if self.may_test(r, key, v) {
+                pruned.ne.insert(v);
+            }
+        }
+        pruned
+    }
+
+    /// Whether a node at or below `r` may compare `key` with `value`.
+    fn may_test(&self, r: Ref, key: u32, value: u32) -> bool {
+        self.lowest_eq
+            .get(&(key, value))
+            .is_some_and(|&i| i <= (r - FIRST) as usize)
     }
 
     fn live(&self, r: Ref, key: u32) -> bool {
@@ -584,6 +711,31 @@ impl FactTable {
         id
     }
 
+    /// What both fact sets know (keys known on one side only are forgotten).
+    fn join(&mut self, a: u32, b: u32) -> u32 {
+        if a == b {
+            return a;
+        }
+        let (sa, sb) = (&self.sets[a as usize], &self.sets[b as usize]);
+        let mut joined: Vec<(u32, Know)> = Vec::new();
+        for &(k, ka) in sa {
+            if let Ok(j) = sb.binary_search_by_key(&k, |(k, _)| *k) {
+                let kb = sb[j].1;
+                let know = if ka == kb {
+                    self.knows[ka as usize]
+                } else {
+                    self.knows[ka as usize].join(&self.knows[kb as usize])
+                };
+                joined.push((k, know));
+            }
+        }
+        let ids: FactIds = joined
+            .into_iter()
+            .map(|(k, kn)| (k, self.know(kn)))
+            .collect();
+        self.intern(ids)
+    }
+
     fn know(&mut self, k: Know) -> u32 {
         if let Some(&id) = self.know_ids.get(&k) {
             return id;
@@ -595,6 +747,119 @@ impl FactTable {
     }
 }
 
+/// Distinct fact sets a node of the decision graph is specialised for, at most.
+const MAX_SPECIALISATIONS: u16 = 32;
+
+/// The facts of the specialiser over one graph: interned fact sets, what each test teaches,
+/// and (when facts are used) the liveness that prunes facts no later test can use.
+struct Specialiser<'g> {
+    g: &'g Graph,
+    weak: bool,
+    table: FactTable,
+    live: Option<Liveness>,
+    learned: HashMap<(u32, u32, bool), u32>,
+}
+
+impl<'g> Specialiser<'g> {
+    fn new(g: &'g Graph, weak: bool, use_facts: bool) -> Specialiser<'g> {
+        Specialiser {
+            g,
+            weak,
+            table: FactTable::new(),
+            live: use_facts.then(|| Liveness::new(g)),
+            learned: HashMap::default(),
+        }
+    }
+
+    /// `facts` without what no test at or below `r` can use.
+    fn prune(&mut self, r: Ref, facts: u32) -> u32 {
+        let Some(live) = &self.live else {
+            return facts;
+        };
+        if facts == 0 || r < FIRST {
+            return facts;
+        }
+        let table = &mut self.table;
+        let set = &table.sets[facts as usize];
+        let useless = |&(k, kid): &(u32, u32)| {
+            let know = &table.knows[kid as usize];
+            !live.live(r, k) || live.project(r, k, know) != *know
+        };
+        if !set.iter().any(useless) {
+            return facts;
+        }
+        let set = set.clone();
+        let mut kept: FactIds = Vec::with_capacity(set.len());
+        for (k, kid) in set {
+            if !live.live(r, k) {
+                continue;
+            }
+            let know = table.knows[kid as usize];
+            let pruned = live.project(r, k, &know);
+            if pruned == know {
+                kept.push((k, kid));
+            } else {
+                kept.push((k, table.know(pruned)));
+            }
+        }
+        table.intern(kept)
+    }
+
+    /// The outcome of node `r`'s test when `facts` decide it.
+    fn decide(&self, r: Ref, facts: u32) -> Option<bool> {
+        let n = self.g.get(r);
+        let fkey = self.g.keys[n.atom as usize];
+        let set = &self.table.sets[facts as usize];
+        let i = set.binary_search_by_key(&fkey, |(k, _)| *k).ok()?;
+        self.table.knows[set[i].1 as usize].decide(self.cmp(n.atom).0, self.weak)
+    }
+
+    fn cmp(&self, atom: u32) -> (&Cmp, u32) {
+        match &self.g.atoms[atom as usize] {
+            Atom::Test(t) => (&t.cmp, max_value(&t.field, t.mask)),
+            Atom::Rel(..) => (&Cmp::Eq(1), 1),
+        }
+    }
+
+    /// `facts` and what the test of `atom` having `outcome` teaches.
+    fn learn(&mut self, facts: u32, atom: u32, outcome: bool) -> u32 {
+        if self.live.is_none() {
+            return 0;
+        }
+        if let Some(&id) = self.learned.get(&(facts, atom, outcome)) {
+            return id;
+        }
+        let fkey = self.g.keys[atom as usize];
+        let weak = self.weak;
+        let (cmp, hi) = match &self.g.atoms[atom as usize] {
+            Atom::Test(t) => (t.cmp.clone(), max_value(&t.field, t.mask)),
+            Atom::Rel(..) => (Cmp::Eq(1), 1),
+        };
+        let table = &mut self.table;
+        let mut f = table.sets[facts as usize].clone();
+        match f.binary_search_by_key(&fkey, |(k, _)| *k) {
+            Ok(i) => {
+                let mut k = table.knows[f[i].1 as usize];
+                k.learn(&cmp, outcome, weak);
+                f[i].1 = table.know(k);
+            }
+            Err(i) => {
+                let mut k = Know::new(hi);
+                k.learn(&cmp, outcome, weak);
+                let kid = table.know(k);
+                f.insert(i, (fkey, kid));
+            }
+        }
+        let id = table.intern(f);
+        self.learned.insert((facts, atom, outcome), id);
+        id
+    }
+}
+
+/// A specialised graph, its root, and whether some node was copied (specialised into two
+/// different nodes).
+type Specialised = (Graph, Ref, bool);
+
 /// Specialise `root` along every path; `weak` restricts the facts to what libpcap's optimiser
 /// knows. Returns the new graph's root, or `None` when the budget is exceeded.
 fn specialise(
@@ -603,17 +868,20 @@ fn specialise(
     weak: bool,
     use_facts: bool,
     budget: usize,
-) -> Option<(Graph, Ref)> {
+) -> Option<Specialised> {
     let mut out = g0.empty_like();
-    let live = use_facts.then(|| Liveness::new(g0));
-    let mut table = FactTable::new();
-    let mut learned: HashMap<(u32, u32, bool), u32> = HashMap::default();
+    let mut facts_of = Specialiser::new(g0, weak, use_facts);
     enum Frame {
         Enter(Ref, u32),
         Finish { key: (Ref, u32), atom: u32 },
         Alias((Ref, u32)),
     }
     let mut memo: HashMap<(Ref, u32), Ref> = HashMap::default();
+    // Per node of `g0`: how many fact sets it was entered with, and what they all share.
+    let mut entered: Vec<(u16, u32)> = vec![(0, 0); g0.nodes.len()];
+    // Per node of `g0`: the node it became first (REJECT: none yet).
+    let mut became: Vec<Ref> = vec![REJECT; g0.nodes.len()];
+    let mut copied = false;
     let mut results: Vec<Ref> = Vec::new();
     let mut stack = vec![Frame::Enter(root, 0)];
     while let Some(frame) = stack.pop() {
@@ -623,74 +891,47 @@ fn specialise(
                     results.push(r);
                     continue;
                 }
-                // Keep only facts some later test can use.
-                let facts = match &live {
-                    Some(live) if facts != 0 => {
-                        let set = &table.sets[facts as usize];
-                        if set.iter().all(|(k, _)| live.live(r, *k)) {
-                            facts
-                        } else {
-                            let kept: FactIds = set
-                                .iter()
-                                .filter(|(k, _)| live.live(r, *k))
-                                .copied()
-                                .collect();
-                            table.intern(kept)
-                        }
-                    }
-                    _ => facts,
-                };
-                let key = (r, facts);
+                let facts = facts_of.prune(r, facts);
+                let mut key = (r, facts);
                 if let Some(&m) = memo.get(&key) {
                     results.push(m);
                     continue;
                 }
+                // A node is specialised for at most `MAX_SPECIALISATIONS` fact sets; past that
+                // it is entered with what all its fact sets share, which only ever weakens, so
+                // the work stays linear in the graph.
+                if facts != 0 {
+                    let (count, common) = &mut entered[(r - FIRST) as usize];
+                    *common = if *count == 0 {
+                        facts
+                    } else {
+                        facts_of.table.join(*common, facts)
+                    };
+                    if *count < MAX_SPECIALISATIONS {
+                        *count += 1;
+                    } else {
+                        key = (r, *common);
+                        if let Some(&m) = memo.get(&key) {
+                            results.push(m);
+                            continue;
+                        }
+                    }
+                }
+                let facts = key.1;
                 if out.nodes.len() > budget {
                     return None;
                 }
                 let n = g0.get(r);
-                let fkey = g0.keys[n.atom as usize];
-                let (cmp, hi) = match &g0.atoms[n.atom as usize] {
-                    Atom::Test(t) => (&t.cmp, max_value(&t.field, t.mask)),
-                    Atom::Rel(..) => (&Cmp::Eq(1), 1),
-                };
-                let set = &table.sets[facts as usize];
-                let decided = set
-                    .binary_search_by_key(&fkey, |(k, _)| *k)
-                    .ok()
-                    .and_then(|i| table.knows[set[i].1 as usize].decide(cmp, weak));
-                if let Some(outcome) = decided {
+                if let Some(outcome) = facts_of.decide(r, facts) {
                     let next = if outcome { n.t } else { n.f };
                     stack.push(Frame::Alias(key));
                     stack.push(Frame::Enter(next, facts));
                     continue;
                 }
-                let mut branch = |outcome: bool| -> u32 {
-                    if !use_facts {
-                        return 0;
-                    }
-                    if let Some(&id) = learned.get(&(facts, n.atom, outcome)) {
-                        return id;
-                    }
-                    let mut f = table.sets[facts as usize].clone();
-                    match f.binary_search_by_key(&fkey, |(k, _)| *k) {
-                        Ok(i) => {
-                            let mut k = table.knows[f[i].1 as usize];
-                            k.learn(cmp, outcome, weak);
-                            f[i].1 = table.know(k);
-                        }
-                        Err(i) => {
-                            let mut k = Know::new(hi);
-                            k.learn(cmp, outcome, weak);
-                            let kid = table.know(k);
-                            f.insert(i, (fkey, kid));
-                        }
-                    }
-                    let id = table.intern(f);
-                    learned.insert((facts, n.atom, outcome), id);
-                    id
-                };
-                let (ft, ff) = (branch(true), branch(false));
+                let (ft, ff) = (
+                    facts_of.learn(facts, n.atom, true),
+                    facts_of.learn(facts, n.atom, false),
+                );
                 stack.push(Frame::Finish { key, atom: n.atom });
                 stack.push(Frame::Enter(n.f, ff));
                 stack.push(Frame::Enter(n.t, ft));
@@ -699,6 +940,14 @@ fn specialise(
                 let f = results.pop().unwrap_or(REJECT);
                 let t = results.pop().unwrap_or(REJECT);
                 let r = out.node(atom, t, f);
+                if r >= FIRST {
+                    let first = &mut became[(key.0 - FIRST) as usize];
+                    if *first == REJECT {
+                        *first = r;
+                    } else if *first != r {
+                        copied = true;
+                    }
+                }
                 memo.insert(key, r);
                 results.push(r);
             }
@@ -709,7 +958,103 @@ fn specialise(
         }
     }
     let root = results.pop().unwrap_or(REJECT);
-    Some((out, root))
+    Some((out, root, copied))
+}
+
+/// Thread jumps with the facts that hold on *every* path into a node (libpcap's dominator
+/// facts, computed exactly on the decision graph): each node is kept at most once, so the graph
+/// never grows, and tests decided by those facts are skipped. Repeated until nothing changes,
+/// since removing a branch can strengthen the facts below it (`host X and tcp port P`: the ARP
+/// and RARP branches of `host` die once `tcp` is known false on them, and then IPv4 is known
+/// on every path into the next term).
+fn thread_must(g0: &Graph, root: Ref) -> (Graph, Ref) {
+    let mut cur = thread_must_once(g0, root);
+    // Further rounds pay only on graphs with many terms.
+    for _ in 0..if g0.nodes.len() > 64 { 4 } else { 0 } {
+        let next = thread_must_once(&cur.0, cur.1);
+        if next.0.nodes.len() >= cur.0.nodes.len() {
+            break;
+        }
+        cur = next;
+    }
+    cur
+}
+
+fn thread_must_once(g: &Graph, root: Ref) -> (Graph, Ref) {
+    let mut out = g.empty_like();
+    let mut sp = Specialiser::new(g, false, true);
+    // Follow an edge carrying `facts` past the tests they decide (libpcap's jump threading).
+    let thread = |sp: &mut Specialiser<'_>, mut s: Ref, facts: u32| -> (Ref, u32) {
+        let mut facts = facts;
+        for _ in 0..256 {
+            if s < FIRST {
+                break;
+            }
+            facts = sp.prune(s, facts);
+            match sp.decide(s, facts) {
+                Some(outcome) => {
+                    let n = g.get(s);
+                    s = if outcome { n.t } else { n.f };
+                }
+                None => break,
+            }
+        }
+        (s, facts)
+    };
+    let (root, root_facts) = thread(&mut sp, root, 0);
+    if root < FIRST {
+        return (out, root);
+    }
+    // Facts on entry of each reachable node: the join over its incoming edges. Predecessors
+    // have larger refs, so visiting refs in decreasing order sees every edge into a node before
+    // the node.
+    const UNSEEN: u32 = u32::MAX;
+    let mut entry = vec![UNSEEN; g.nodes.len()];
+    let mut targets = vec![(REJECT, REJECT); g.nodes.len()];
+    entry[(root - FIRST) as usize] = root_facts;
+    for i in (0..=(root - FIRST) as usize).rev() {
+        if entry[i] == UNSEEN {
+            continue;
+        }
+        let r = i as Ref + FIRST;
+        let facts = sp.prune(r, entry[i]);
+        let n = g.get(r);
+        let mut edge = |sp: &mut Specialiser<'_>, s: Ref, outcome: bool| -> Ref {
+            let learned = sp.learn(facts, n.atom, outcome);
+            let (s, f) = thread(sp, s, learned);
+            if s >= FIRST {
+                let e = &mut entry[(s - FIRST) as usize];
+                *e = if *e == UNSEEN {
+                    f
+                } else {
+                    sp.table.join(*e, f)
+                };
+            }
+            s
+        };
+        let t = edge(&mut sp, n.t, true);
+        let f = edge(&mut sp, n.f, false);
+        targets[i] = (t, f);
+    }
+    // Rebuild bottom-up along the threaded edges.
+    let mut map = vec![REJECT; g.nodes.len()];
+    let resolve = |map: &[Ref], s: Ref| {
+        if s < FIRST {
+            s
+        } else {
+            map[(s - FIRST) as usize]
+        }
+    };
+    for i in 0..=(root - FIRST) as usize {
+        if entry[i] == UNSEEN {
+            continue;
+        }
+        let (t, f) = targets[i];
+        let (t, f) = (resolve(&map, t), resolve(&map, f));
+        map[i] = out.node(g.nodes[i].atom, t, f);
+    }
+    let root = resolve(&map, root);
+    (out, root)
 }
 
 /// How a block ends, before its targets are known.
@@ -755,23 +1100,29 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     let mut memo = HashMap::default();
     let root = build(pred, &mut g0, &mut memo, pred.root(), ACCEPT, REJECT)?;
     let g0_root = root;
+    // First the facts every path into a node shares (never grows the graph), then the facts
+    // of each path (may copy a node once per distinct set of facts that decides something
+    // below it).
     let budget = 20_000usize.max(g0.nodes.len() * 8);
-    // Specialising along paths can duplicate shared code for a small gain (DECnet's four
-    // header layouts); when the graph without path facts is smaller, use it.
-    let plain = |g0: &Graph| {
-        specialise(g0, root, false, false, usize::MAX).unwrap_or_else(|| unreachable!())
-    };
     let (g, root) = match specialise(&g0, root, false, true, budget) {
-        Some(spec) if spec.0.nodes.len() <= g0.nodes.len() || spec.1 < FIRST => spec,
-        Some(spec) => {
-            let plain = plain(&g0);
-            if spec.0.nodes.len() <= plain.0.nodes.len() {
-                spec
-            } else {
-                plain
+        // No node copied: nothing the path facts gained was paid for in size.
+        Some((g, r, copied)) if !copied || r < FIRST => (g, r),
+        spec => {
+            // Specialising along paths can duplicate shared code for a small gain (DECnet's
+            // four header layouts; `host A and port P or host B and port Q …` knowing which
+            // address failed). Also thread the graph with the facts all paths share, then
+            // specialise that, and keep the smallest; on a tie the more specialised.
+            let (g1, r1) = thread_must(&g0, root);
+            let mut best = (g1, r1);
+            for cand in [specialise(&best.0, r1, false, true, budget), spec] {
+                if let Some((g, r, _)) = cand
+                    && (r < FIRST || g.nodes.len() <= best.0.nodes.len())
+                {
+                    best = (g, r);
+                }
             }
+            best
         }
-        None => plain(&g0),
     };
     if root == REJECT && libpcap_rejects_all(&g0, g0_root) {
         return Err(CompileError::new(CompileErrorKind::RejectsAll));
