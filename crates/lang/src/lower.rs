@@ -263,7 +263,9 @@ impl<'a> Lower<'a> {
             Lt::Ppp => (Some(2), 4, 0, 0),
         };
         Lower {
-            b: Builder::new(exact),
+            // A primitive takes a few characters and makes a few nodes (`host X` on Ethernet:
+            // 24 characters with its spaces, 14 nodes).
+            b: Builder::with_capacity(exact, 16 + src.len() / 2),
             ctx,
             src,
             span: Span::default(),

@@ -29,6 +29,7 @@
 
 use crate::fxhash::FxHashMap;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// A node of a [`Pred`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -590,7 +591,12 @@ pub fn arith(op: ArithOp, a: u32, b: u32) -> Option<u32> {
 #[derive(Debug, Default)]
 pub struct Builder {
     nodes: Vec<Node>,
-    interned: FxHashMap<Node, NodeId>,
+    /// Hash of a node → the last node interned with that hash; `same_hash` links each node to
+    /// the one before with the same hash (`u32::MAX` ends). Nodes are stored once, in `nodes`.
+    interned: FxHashMap<u64, u32>,
+    same_hash: Vec<u32>,
+    /// Scratch for the operands of a junction.
+    ops: Vec<NodeId>,
     exact: bool,
     no_optimize: bool,
 }
@@ -599,6 +605,17 @@ impl Builder {
     /// A builder; `exact` disables all folding and merging (see the module documentation).
     pub fn new(exact: bool) -> Builder {
         Builder {
+            exact,
+            ..Builder::default()
+        }
+    }
+
+    /// A builder with room for about `nodes` nodes.
+    pub fn with_capacity(exact: bool, nodes: usize) -> Builder {
+        Builder {
+            nodes: Vec::with_capacity(nodes),
+            interned: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
+            same_hash: Vec::with_capacity(nodes),
             exact,
             ..Builder::default()
         }
@@ -615,13 +632,24 @@ impl Builder {
     }
 
     fn intern(&mut self, n: Node) -> NodeId {
-        if let Some(&id) = self.interned.get(&n) {
-            return id;
+        let hash = {
+            let mut h = crate::fxhash::FxHasher::default();
+            n.hash(&mut h);
+            h.finish()
+        };
+        let first = self.interned.get(&hash).copied().unwrap_or(u32::MAX);
+        let mut id = first;
+        while id != u32::MAX {
+            if self.nodes[id as usize] == n {
+                return NodeId(id);
+            }
+            id = self.same_hash[id as usize];
         }
-        let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(n.clone());
-        self.interned.insert(n, id);
-        id
+        let id = self.nodes.len() as u32;
+        self.nodes.push(n);
+        self.same_hash.push(first);
+        self.interned.insert(hash, id);
+        NodeId(id)
     }
 
     /// A node's content.
@@ -732,7 +760,8 @@ impl Builder {
         // Identity and absorbing constants: `true and x`, `false or x` → x; `x and false` →
         // false; `true or x` → true; `x and true`, `x or false` → x.
         let (unit, absorb) = (is_and, !is_and);
-        let mut ops: Vec<NodeId> = Vec::with_capacity(input.len());
+        let mut ops = std::mem::take(&mut self.ops);
+        ops.clear();
         for &x in input {
             match &self.nodes[x.0 as usize] {
                 Node::Const(c) if *c == unit => {}
@@ -740,6 +769,7 @@ impl Builder {
                     // `false` after reads: for `and` the result is false either way; for `or`,
                     // `true` after reads must keep the reads.
                     if is_and || ops.is_empty() {
+                        self.ops = ops;
                         return self.constant(absorb);
                     }
                     ops.push(x);
@@ -750,39 +780,61 @@ impl Builder {
                 _ => ops.push(x),
             }
         }
-        let ops = self.merge_adjacent(is_and, ops);
-        match ops.len() {
+        self.merge_adjacent(is_and, &mut ops);
+        let id = match ops.len() {
             0 => self.constant(unit),
             1 => ops[0],
             _ => {
-                let ops = ops.into_boxed_slice();
+                let ops: Box<[NodeId]> = ops.as_slice().into();
                 self.intern(if is_and {
                     Node::And(ops)
                 } else {
                     Node::Or(ops)
                 })
             }
-        }
+        };
+        self.ops = ops;
+        id
     }
 
-    /// Merge neighbours that test one field under one mask (see the module documentation).
-    fn merge_adjacent(&mut self, is_and: bool, ops: Vec<NodeId>) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = Vec::with_capacity(ops.len());
-        for x in ops {
-            if let Some(&last) = out.last()
-                && let Some(m) = self.merge_pair(is_and, last, x)
+    /// Merge neighbours that test one field under one mask (see the module documentation), in
+    /// place.
+    fn merge_adjacent(&mut self, is_and: bool, ops: &mut Vec<NodeId>) {
+        let mut kept = 0;
+        for i in 0..ops.len() {
+            let x = ops[i];
+            if kept > 0
+                && let Some(m) = self.merge_pair(is_and, ops[kept - 1], x)
             {
-                *out.last_mut().unwrap_or(&mut NodeId(0)) = m;
+                ops[kept - 1] = m;
                 continue;
             }
-            out.push(x);
+            ops[kept] = x;
+            kept += 1;
         }
-        out
+        ops.truncate(kept);
     }
 
     fn merge_pair(&mut self, is_and: bool, a: NodeId, b: NodeId) -> Option<NodeId> {
-        let mergeable = |n: &Node| matches!(n, Node::Test(_) | Node::Not(_));
-        if !mergeable(self.node(a)) || !mergeable(self.node(b)) {
+        // Only tests of one field under one mask merge (through a negation for ranges): tell
+        // that before copying anything.
+        fn test_of(n: &Node) -> Option<&Test> {
+            match n {
+                Node::Test(t) => Some(t),
+                _ => None,
+            }
+        }
+        let (na, nb) = (self.node(a), self.node(b));
+        let t1 = test_of(na)?;
+        let t2 = if is_and {
+            match nb {
+                Node::Not(x) => test_of(self.node(*x))?,
+                _ => return None,
+            }
+        } else {
+            test_of(nb)?
+        };
+        if (t1.field, t1.mask, t1.relation) != (t2.field, t2.mask, t2.relation) {
             return None;
         }
         let (ta, tb) = (self.node(a).clone(), self.node(b).clone());

@@ -103,11 +103,11 @@ impl std::error::Error for CompileError {}
 
 /// Compile `pred` to classic BPF.
 pub fn compile(pred: &Pred, opts: &Options) -> Result<Program, CompileError> {
-    // Scratch registers below `floor` belong to Geneve's offsets.
-    let floor = geneve_registers(pred);
     let cfg = if opts.optimize && pred.optimizable() {
         opt::optimize(pred, opts.snaplen)?
     } else {
+        // Scratch registers below `floor` belong to Geneve's offsets.
+        let floor = geneve_registers(pred);
         unopt::Unopt::new(pred, opts.snaplen, floor).run()?
     };
     let program = cfg.linearize();

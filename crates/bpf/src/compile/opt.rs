@@ -11,7 +11,9 @@
 //!    are rejected for lack of bytes. Results are memoised on (node, facts about fields still
 //!    to be tested), and nodes are hash-consed, so identical sub-graphs (the ARP and RARP
 //!    address tests of `host X`, the port tests shared by TCP, UDP and SCTP) exist once. A test
-//!    whose two successors are the same is dropped, as libpcap drops it.
+//!    whose two successors are the same is dropped, as libpcap drops it. A path whose facts
+//!    contradict everything "accept" needs below its node (see `Needs`: the ARP path into a
+//!    `tcp port` test) is rejected there, without walking the graph below.
 //! 3. **Emission.** Each node becomes a block; a block does not reload A (or X) when every
 //!    predecessor leaves the value it needs there; `and #m; jeq #0` becomes `jset #m`.
 //!
@@ -21,6 +23,8 @@
 //! program that rejects everything, as libpcap's does.
 
 use netsift_lang::fxhash::FxHashMap as HashMap;
+use std::hash::Hasher;
+use std::rc::Rc;
 
 use netsift_lang::Pred;
 use netsift_lang::pred::{self, ArithOp, Base, Cmp, Field, Loc, Node, NodeId, RelOp, Test, Val};
@@ -87,6 +91,29 @@ impl<const N: usize> Small<N> {
             self.vals[usize::from(self.len)] = v;
             self.len += 1;
         }
+    }
+
+    /// The set of `vs` (which must fit).
+    fn from_slice(vs: &[u32]) -> Small<N> {
+        let mut s = Small::EMPTY;
+        for &v in vs {
+            s.insert(v);
+        }
+        s
+    }
+
+    /// Both sets' values, if they fit.
+    fn union(&self, o: &Small<N>) -> Option<Small<N>> {
+        let mut s = *self;
+        for &v in o.as_slice() {
+            if !s.contains(v) {
+                if usize::from(s.len) == N {
+                    return None;
+                }
+                s.insert(v);
+            }
+        }
+        Some(s)
     }
 }
 
@@ -343,25 +370,28 @@ fn max_value(field: &Field, mask: u32) -> u32 {
 /// keys of their own (their outcome as `eq` 0 or 1).
 type Facts = Vec<(u32, Know)>;
 
+/// A decision graph. Its atoms (and their keys) are shared with the graphs made from it: they
+/// are made while the first is built, and never change after.
 struct Graph {
-    atoms: Vec<Atom>,
+    atoms: Rc<Vec<Atom>>,
     atom_ids: HashMap<Atom, u32>,
     /// Fact key of each atom.
-    keys: Vec<u32>,
+    keys: Rc<Vec<u32>>,
     key_ids: HashMap<(Field, u32), u32>,
     nodes: Vec<GNode>,
     node_ids: HashMap<GNode, Ref>,
 }
 
 impl Graph {
-    fn new() -> Graph {
+    /// An empty graph, sized for about `nodes` nodes.
+    fn with_capacity(nodes: usize) -> Graph {
         Graph {
-            atoms: Vec::new(),
-            atom_ids: HashMap::default(),
-            keys: Vec::new(),
+            atoms: Rc::new(Vec::with_capacity(nodes / 2)),
+            atom_ids: HashMap::with_capacity_and_hasher(nodes / 2, Default::default()),
+            keys: Rc::new(Vec::with_capacity(nodes / 2)),
             key_ids: HashMap::default(),
-            nodes: Vec::new(),
-            node_ids: HashMap::default(),
+            nodes: Vec::with_capacity(nodes),
+            node_ids: HashMap::with_capacity_and_hasher(nodes, Default::default()),
         }
     }
 
@@ -369,12 +399,12 @@ impl Graph {
     /// decision graph is built).
     fn empty_like(&self) -> Graph {
         Graph {
-            atoms: self.atoms.clone(),
+            atoms: Rc::clone(&self.atoms),
             atom_ids: HashMap::default(),
-            keys: self.keys.clone(),
+            keys: Rc::clone(&self.keys),
             key_ids: HashMap::default(),
-            nodes: Vec::new(),
-            node_ids: HashMap::default(),
+            nodes: Vec::with_capacity(self.nodes.len() / 2),
+            node_ids: HashMap::with_capacity_and_hasher(self.nodes.len() / 2, Default::default()),
         }
     }
 
@@ -390,8 +420,9 @@ impl Graph {
             }
             Atom::Rel(..) => u32::MAX - id,
         };
-        self.keys.push(key);
-        self.atoms.push(a.clone());
+        // Only the graph being built makes atoms, and nothing shares them yet.
+        Rc::make_mut(&mut self.keys).push(key);
+        Rc::make_mut(&mut self.atoms).push(a.clone());
         self.atom_ids.insert(a, id);
         id
     }
@@ -592,7 +623,8 @@ impl Liveness {
         let words = nkeys.div_ceil(64).max(1);
         let mut bits = vec![0u64; g.nodes.len() * words];
         let mut rich = vec![0u64; g.nodes.len() * words];
-        let mut lowest_eq: HashMap<(u32, u32), usize> = HashMap::default();
+        let mut lowest_eq: HashMap<(u32, u32), usize> =
+            HashMap::with_capacity_and_hasher(g.atoms.len(), Default::default());
         // Successors have smaller refs, so one pass in creation order suffices.
         for i in 0..g.nodes.len() {
             let n = g.nodes[i];
@@ -660,6 +692,30 @@ impl Liveness {
         pruned
     }
 
+    /// For a knowledge of `key` (not a relation's): the lowest node index at or above which
+    /// its known value is compared by some test below (`u32::MAX`: never, or nothing known), and
+    /// the one at or above which every excluded value is (`u32::MAX`: some never is). At and
+    /// above both, [`Liveness::project`] keeps the knowledge whole.
+    fn thresholds(&self, key: u32, know: &Know) -> (u32, u32) {
+        if *know == Know::OTHER {
+            return (0, 0);
+        }
+        let lowest = |v: u32| {
+            self.lowest_eq
+                .get(&(key, v))
+                .map_or(u32::MAX, |&i| i as u32)
+        };
+        let eq = know.eq.map_or(u32::MAX, lowest);
+        let ne = know
+            .ne
+            .as_slice()
+            .iter()
+            .map(|&v| lowest(v))
+            .max()
+            .unwrap_or(0);
+        (eq, ne)
+    }
+
     /// Whether a node at or below `r` may compare `key` with `value`.
     fn may_test(&self, r: Ref, key: u32, value: u32) -> bool {
         self.lowest_eq
@@ -677,37 +733,447 @@ impl Liveness {
     }
 }
 
+/// What the accepting paths of an alternative (see [`Needs`]) know about one key: the join of
+/// what their tests teach; whether each of them takes a true equality test of the key
+/// (`pinned`: the key then has a value some test below compares with), and if so, when few, the
+/// values it can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Need {
+    know: Know,
+    pinned: bool,
+    vals: Option<Small<4>>,
+}
+
+impl Need {
+    /// Whether a value with knowledge `f` (what a path knows) can satisfy this need.
+    fn admits(&self, f: &Know) -> bool {
+        if *f == Know::OTHER {
+            // A value no test below compares with.
+            return !self.pinned;
+        }
+        let n = &self.know;
+        if let Some(vals) = &self.vals
+            && !vals.as_slice().iter().any(|&v| f.possible(v))
+        {
+            return false;
+        }
+        if f.eq.is_some_and(|v| !n.possible(v)) || n.eq.is_some_and(|v| !f.possible(v)) {
+            return false;
+        }
+        if f.lo.max(n.lo) > f.hi.min(n.hi) || f.set & n.clear != 0 || n.set & f.clear != 0 {
+            return false;
+        }
+        // The same bit test seen with different outcomes.
+        for (i, b) in f.seen_bits.as_slice().iter().enumerate() {
+            if let Some(j) = n.seen_bits.as_slice().iter().position(|x| x == b)
+                && (f.seen_true >> i) & 1 != (n.seen_true >> j) & 1
+            {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Alternatives kept per node; past this, the two farthest are joined into one (what both
+/// need), which only ever forgets needs.
+const MAX_ALTS: usize = 8;
+
+/// Keys an alternative mentions, at most: past this, tests of other keys pass it unchanged, so
+/// the work per node stays bounded however many fields a long filter tests.
+const MAX_KEYS: u32 = 24;
+
+/// A need contradicted by a test outcome.
+const DEAD: u32 = u32::MAX;
+
+/// The bit of a need id telling that the need pins its key.
+const PINNED: u32 = 1 << 31;
+
+/// One alternative of a node: `len` entries `key << 32 | need` from `start` in [`Needs::words`],
+/// sorted by key; the test edge into "accept" the paths it stands for end with (`origin`), and
+/// the keys it pins (a bit per key modulo 64).
+#[derive(Clone, Copy, Debug)]
+struct AltRec {
+    origin: u32,
+    start: u32,
+    len: u32,
+    sig: u64,
+}
+
+/// What a path needs to still be accepted, per node of a decision graph: a few *alternatives*
+/// (ways of reaching "accept"), each a [`Need`] per key. A path whose facts contradict every
+/// alternative of its node is rejected whatever the remaining tests read (a read beyond the
+/// packet rejects too), so the specialiser makes it "reject" at once instead of walking the graph
+/// below once per fact set. `tcp port 21 or (host C and host S and tcp port P) or …` carries
+/// facts from the ARP, IPv6, non-TCP and fragment paths of each term, and from the paths that
+/// matched `host C` with the source (whose value no later test compares with), into every later
+/// term, where no `host C and host S and tcp port P` can hold on them; walking them was most of
+/// the optimiser's time and made it copy terms.
+///
+/// Alternatives are computed bottom-up: a node's are its successors' with its test's outcome
+/// learned (those it contradicts dropped). Alternatives that end at the same edge into "accept"
+/// and pin the same keys are joined (`host S` is `src == S or dst == S`: the two stay apart until
+/// `host C` above decides which one a path can take; the ARP and RARP copies of a term's tails
+/// merge), and the farthest ones beyond [`MAX_ALTS`]. Apart, they keep "IPv4 and TCP" from
+/// "IPv6 and TCP", which a single join would know neither of.
+struct Needs {
+    needs: Vec<Need>,
+    need_ids: HashMap<Need, u32>,
+    /// (need, atom, outcome) → the need after that test outcome, or [`DEAD`].
+    learned: HashMap<(u32, u32, bool), u32>,
+    /// (need, need) → what both need.
+    joined: HashMap<(u32, u32), u32>,
+    /// Per atom, the need of its key before any test (`u32::MAX`: not made yet).
+    fresh: Vec<u32>,
+    words: Vec<u64>,
+    alts: Vec<AltRec>,
+    /// Per node, its alternatives: a range of `alts`.
+    nodes: Vec<(u32, u32)>,
+}
+
+impl Needs {
+    fn new(g: &Graph) -> Needs {
+        let n = g.nodes.len();
+        let mut t = Needs {
+            needs: Vec::with_capacity(n),
+            need_ids: HashMap::with_capacity_and_hasher(n, Default::default()),
+            learned: HashMap::with_capacity_and_hasher(2 * n, Default::default()),
+            joined: HashMap::with_capacity_and_hasher(n / 2, Default::default()),
+            fresh: vec![u32::MAX; g.atoms.len()],
+            words: Vec::with_capacity(32 * n),
+            alts: Vec::with_capacity(8 * n),
+            nodes: Vec::with_capacity(n),
+        };
+        // Scratch: the node's alternatives.
+        let mut recs: Vec<AltRec> = Vec::new();
+        for (i, n) in g.nodes.iter().enumerate() {
+            let key = u64::from(g.keys[n.atom as usize]);
+            recs.clear();
+            let fresh = t.fresh(g, n.atom);
+            // A failed equality test only excludes a value: an alternative that does not mention
+            // the key takes it unchanged (knowing less is always sound), and its entries are not
+            // copied; so does one that mentions [`MAX_KEYS`] keys already.
+            let excludes = match &g.atoms[n.atom as usize] {
+                Atom::Test(t) => matches!(t.cmp, Cmp::Eq(_) | Cmp::OneOf(_)),
+                Atom::Rel(..) => true,
+            };
+            // Successors have smaller refs: their alternatives are known.
+            for (s, outcome) in [(n.t, true), (n.f, false)] {
+                let (from, count) = match s {
+                    REJECT => continue,
+                    ACCEPT => {
+                        let need = t.learn(g, fresh, n.atom, outcome);
+                        if need != DEAD {
+                            let origin = 2 * i as u32 + u32::from(outcome);
+                            let rec = t.push(origin, &[key << 32 | u64::from(need)]);
+                            t.add(&mut recs, rec);
+                        }
+                        continue;
+                    }
+                    s => t.nodes[(s - FIRST) as usize],
+                };
+                // The alternatives below mostly need the same of this key: learn it once.
+                let mut last = (u32::MAX, u32::MAX);
+                for a in from..from + count {
+                    let rec = t.alts[a as usize];
+                    let src = &t.words[rec.start as usize..(rec.start + rec.len) as usize];
+                    let at = src.partition_point(|w| w >> 32 < key);
+                    let present = src.get(at).is_some_and(|w| w >> 32 == key);
+                    if !present && (!outcome && excludes || rec.len >= MAX_KEYS) {
+                        t.add(&mut recs, rec);
+                        continue;
+                    }
+                    let old = if present { src[at] as u32 } else { fresh };
+                    let need = if old == last.0 {
+                        last.1
+                    } else {
+                        let need = t.learn(g, old, n.atom, outcome);
+                        last = (old, need);
+                        need
+                    };
+                    if need == DEAD {
+                        continue;
+                    }
+                    if present && need == old {
+                        t.add(&mut recs, rec);
+                        continue;
+                    }
+                    let start = t.words.len() as u32;
+                    let end = (rec.start + rec.len) as usize;
+                    let at = rec.start as usize + at;
+                    t.words.extend_from_within(rec.start as usize..at);
+                    t.words.push(key << 32 | u64::from(need));
+                    t.words.extend_from_within(at + usize::from(present)..end);
+                    let len = t.words.len() as u32 - start;
+                    let rec = AltRec {
+                        origin: rec.origin,
+                        start,
+                        len,
+                        sig: t.sig(start, len),
+                    };
+                    t.add(&mut recs, rec);
+                }
+            }
+            while recs.len() > MAX_ALTS {
+                // Join the two farthest alternatives: their origins were made first.
+                let far = |recs: &mut Vec<AltRec>| {
+                    let i = (0..recs.len()).min_by_key(|&i| recs[i].origin).unwrap_or(0);
+                    recs.swap_remove(i)
+                };
+                let (b, a) = (far(&mut recs), far(&mut recs));
+                let joined = t.join_alts(a, b);
+                let rec = AltRec {
+                    sig: t.sig(joined.start, joined.len),
+                    origin: b.origin,
+                    ..joined
+                };
+                t.add(&mut recs, rec);
+            }
+            let first = t.alts.len() as u32;
+            t.alts.extend_from_slice(&recs);
+            t.nodes.push((first, recs.len() as u32));
+        }
+        t
+    }
+
+    /// The id of a need: its index, with [`PINNED`] set when it pins its key.
+    fn intern(&mut self, n: Need) -> u32 {
+        if let Some(&id) = self.need_ids.get(&n) {
+            return id;
+        }
+        let id = self.needs.len() as u32 | if n.pinned { PINNED } else { 0 };
+        self.needs.push(n);
+        self.need_ids.insert(n, id);
+        id
+    }
+
+    fn need(&self, id: u32) -> &Need {
+        &self.needs[(id & !PINNED) as usize]
+    }
+
+    /// The need of `atom`'s key before any test.
+    fn fresh(&mut self, g: &Graph, atom: u32) -> u32 {
+        if self.fresh[atom as usize] == u32::MAX {
+            let hi = match &g.atoms[atom as usize] {
+                Atom::Test(t) => max_value(&t.field, t.mask),
+                Atom::Rel(..) => 1,
+            };
+            self.fresh[atom as usize] = self.intern(Need {
+                know: Know::new(hi),
+                pinned: false,
+                vals: None,
+            });
+        }
+        self.fresh[atom as usize]
+    }
+
+    /// `need` with the test of `atom` having `outcome` before it, or [`DEAD`].
+    fn learn(&mut self, g: &Graph, need: u32, atom: u32, outcome: bool) -> u32 {
+        if let Some(&id) = self.learned.get(&(need, atom, outcome)) {
+            return id;
+        }
+        let cmp = match &g.atoms[atom as usize] {
+            Atom::Test(t) => &t.cmp,
+            Atom::Rel(..) => &Cmp::Eq(1),
+        };
+        let mut n = *self.need(need);
+        let id = if n.know.decide(cmp, false) == Some(!outcome) {
+            DEAD
+        } else {
+            let mut alive = true;
+            if let Some(vals) = &mut n.vals {
+                let mut kept = Small::EMPTY;
+                for &v in vals.as_slice() {
+                    if eval_cmp(cmp, v) == outcome {
+                        kept.insert(v);
+                    }
+                }
+                alive = kept.len > 0;
+                *vals = kept;
+            } else if outcome {
+                n.vals = match cmp {
+                    Cmp::Eq(v) => Some(Small::from_slice(std::slice::from_ref(v))),
+                    Cmp::OneOf(vs) if vs.len() <= 4 => Some(Small::from_slice(vs)),
+                    _ => None,
+                };
+            }
+            n.pinned |= outcome && matches!(cmp, Cmp::Eq(_) | Cmp::OneOf(_));
+            n.know.learn(cmp, outcome, false);
+            if alive { self.intern(n) } else { DEAD }
+        };
+        self.learned.insert((need, atom, outcome), id);
+        id
+    }
+
+    fn join(&mut self, a: u32, b: u32) -> u32 {
+        if a == b {
+            return a;
+        }
+        let k = (a.min(b), a.max(b));
+        if let Some(&id) = self.joined.get(&k) {
+            return id;
+        }
+        let (na, nb) = (*self.need(a), *self.need(b));
+        let id = self.intern(Need {
+            know: na.know.join(&nb.know),
+            pinned: na.pinned && nb.pinned,
+            vals: match (na.vals, nb.vals) {
+                (Some(x), Some(y)) => x.union(&y),
+                _ => None,
+            },
+        });
+        self.joined.insert(k, id);
+        id
+    }
+
+    /// A new alternative with these entries.
+    fn push(&mut self, origin: u32, entries: &[u64]) -> AltRec {
+        let start = self.words.len() as u32;
+        self.words.extend_from_slice(entries);
+        let len = entries.len() as u32;
+        AltRec {
+            origin,
+            start,
+            len,
+            sig: self.sig(start, len),
+        }
+    }
+
+    /// The keys the entries pin, a bit per key modulo 64.
+    fn sig(&self, start: u32, len: u32) -> u64 {
+        self.words[start as usize..(start + len) as usize]
+            .iter()
+            .filter(|w| **w as u32 & PINNED != 0)
+            .fold(0u64, |m, w| m | 1 << ((w >> 32) % 64))
+    }
+
+    /// What both alternatives need (the keys both mention), as a new alternative (its origin
+    /// and signature are left to the caller).
+    fn join_alts(&mut self, a: AltRec, b: AltRec) -> AltRec {
+        let start = self.words.len();
+        let (mut i, mut j) = (a.start as usize, b.start as usize);
+        let (ea, eb) = (i + a.len as usize, j + b.len as usize);
+        while i < ea && j < eb {
+            let (wa, wb) = (self.words[i], self.words[j]);
+            let (ka, kb) = (wa >> 32, wb >> 32);
+            if ka < kb {
+                i += 1;
+            } else if kb < ka {
+                j += 1;
+            } else {
+                let need = self.join(wa as u32, wb as u32);
+                self.words.push(ka << 32 | u64::from(need));
+                i += 1;
+                j += 1;
+            }
+        }
+        let len = (self.words.len() - start) as u32;
+        AltRec {
+            origin: a.origin,
+            start: start as u32,
+            len,
+            sig: a.sig,
+        }
+    }
+
+    /// Add an alternative to a node's: joined into one from the same origin pinning the same
+    /// keys, else appended.
+    fn add(&mut self, recs: &mut Vec<AltRec>, rec: AltRec) {
+        match recs
+            .iter()
+            .position(|r| r.origin == rec.origin && r.sig == rec.sig)
+        {
+            Some(i) if recs[i].start == rec.start && recs[i].len == rec.len => {}
+            // Both pin the same keys, and so does their join.
+            Some(i) => recs[i] = self.join_alts(recs[i], rec),
+            None => recs.push(rec),
+        }
+    }
+
+    /// Whether no path from `r` that knows `facts` (sorted by key) can be accepted.
+    fn hopeless(&self, r: Ref, facts: &[(u32, u32)], knows: &[Know]) -> bool {
+        let (from, count) = self.nodes[(r - FIRST) as usize];
+        let admits = |rec: &AltRec| {
+            let ws = &self.words[rec.start as usize..(rec.start + rec.len) as usize];
+            let (mut i, mut j) = (0, 0);
+            while i < facts.len() && j < ws.len() {
+                let (kf, kn) = (u64::from(facts[i].0), ws[j] >> 32);
+                if kf < kn {
+                    i += 1;
+                } else if kn < kf {
+                    j += 1;
+                } else {
+                    if !self.need(ws[j] as u32).admits(&knows[facts[i].1 as usize]) {
+                        return false;
+                    }
+                    i += 1;
+                    j += 1;
+                }
+            }
+            true
+        };
+        !self.alts[from as usize..(from + count) as usize]
+            .iter()
+            .any(admits)
+    }
+}
+
 /// A fact set of the specialiser: (key, interned knowledge) sorted by key.
 type FactIds = Vec<(u32, u32)>;
 
 /// Interned fact sets (id 0 is the empty set) and interned knowledge values: a set is a short
-/// list of ids, cheap to hash, compare and copy, however much each fact knows.
+/// list of ids, cheap to hash, compare and copy, however much each fact knows. The sets' entries
+/// live in one vector (a set is a span of it), found by their hash.
 struct FactTable {
-    sets: Vec<FactIds>,
-    ids: HashMap<FactIds, u32>,
+    entries: Vec<(u32, u32)>,
+    spans: Vec<(u32, u32)>,
+    /// Hash of a set's entries → the last set interned with that hash; `same_hash` links each
+    /// set to the one before with the same hash (`u32::MAX` ends).
+    by_hash: HashMap<u64, u32>,
+    same_hash: Vec<u32>,
     knows: Vec<Know>,
     know_ids: HashMap<Know, u32>,
 }
 
 impl FactTable {
-    fn new() -> FactTable {
+    /// A table sized for a graph of `nodes` nodes.
+    fn new(nodes: usize) -> FactTable {
         let mut t = FactTable {
-            sets: vec![Vec::new()],
-            ids: HashMap::default(),
-            knows: Vec::new(),
-            know_ids: HashMap::default(),
+            entries: Vec::with_capacity(4 * nodes),
+            spans: Vec::with_capacity(nodes),
+            by_hash: HashMap::with_capacity_and_hasher(nodes, Default::default()),
+            same_hash: Vec::with_capacity(nodes),
+            knows: Vec::with_capacity(nodes / 4),
+            know_ids: HashMap::with_capacity_and_hasher(nodes / 4, Default::default()),
         };
-        t.ids.insert(Vec::new(), 0);
+        t.intern(&[]);
         t
     }
 
-    fn intern(&mut self, f: FactIds) -> u32 {
-        if let Some(&id) = self.ids.get(&f) {
-            return id;
+    fn set(&self, id: u32) -> &[(u32, u32)] {
+        let (start, len) = self.spans[id as usize];
+        &self.entries[start as usize..(start + len) as usize]
+    }
+
+    fn intern(&mut self, f: &[(u32, u32)]) -> u32 {
+        let mut h = netsift_lang::fxhash::FxHasher::default();
+        for &(k, v) in f {
+            h.write_u64(u64::from(k) << 32 | u64::from(v));
         }
-        let id = self.sets.len() as u32;
-        self.sets.push(f.clone());
-        self.ids.insert(f, id);
+        let hash = h.finish();
+        let first = self.by_hash.get(&hash).copied().unwrap_or(u32::MAX);
+        let mut id = first;
+        while id != u32::MAX {
+            if self.set(id) == f {
+                return id;
+            }
+            id = self.same_hash[id as usize];
+        }
+        let id = self.spans.len() as u32;
+        self.spans.push((self.entries.len() as u32, f.len() as u32));
+        self.entries.extend_from_slice(f);
+        self.same_hash.push(first);
+        self.by_hash.insert(hash, id);
         id
     }
 
@@ -716,24 +1182,22 @@ impl FactTable {
         if a == b {
             return a;
         }
-        let (sa, sb) = (&self.sets[a as usize], &self.sets[b as usize]);
-        let mut joined: Vec<(u32, Know)> = Vec::new();
-        for &(k, ka) in sa {
+        let mut joined: FactIds = Vec::new();
+        for i in 0..self.set(a).len() {
+            let (k, ka) = self.set(a)[i];
+            let sb = self.set(b);
             if let Ok(j) = sb.binary_search_by_key(&k, |(k, _)| *k) {
                 let kb = sb[j].1;
-                let know = if ka == kb {
-                    self.knows[ka as usize]
+                let kid = if ka == kb {
+                    ka
                 } else {
-                    self.knows[ka as usize].join(&self.knows[kb as usize])
+                    let know = self.knows[ka as usize].join(&self.knows[kb as usize]);
+                    self.know(know)
                 };
-                joined.push((k, know));
+                joined.push((k, kid));
             }
         }
-        let ids: FactIds = joined
-            .into_iter()
-            .map(|(k, kn)| (k, self.know(kn)))
-            .collect();
-        self.intern(ids)
+        self.intern(&joined)
     }
 
     fn know(&mut self, k: Know) -> u32 {
@@ -750,45 +1214,81 @@ impl FactTable {
 /// Distinct fact sets a node of the decision graph is specialised for, at most.
 const MAX_SPECIALISATIONS: u16 = 32;
 
-/// The facts of the specialiser over one graph: interned fact sets, what each test teaches,
-/// and (when facts are used) the liveness that prunes facts no later test can use.
-struct Specialiser<'g> {
-    g: &'g Graph,
-    weak: bool,
+/// The facts of the specialiser: interned fact sets and what each test teaches (the same for
+/// every graph of one compilation, which share their atoms), and for the graph at hand the
+/// liveness that prunes facts no later test can use and the needs that tell hopeless paths.
+/// One is made per compilation and moved from graph to graph ([`Specialiser::retarget`]), so a
+/// graph's analyses are made once however many passes run over it.
+struct Specialiser {
     table: FactTable,
-    live: Option<Liveness>,
     learned: HashMap<(u32, u32, bool), u32>,
+    live: Liveness,
+    needs: Needs,
+    /// Per interned knowledge, its [`Liveness::thresholds`] in the current graph (`None`: not
+    /// computed yet).
+    thresholds: Vec<Option<(u32, u32)>>,
 }
 
-impl<'g> Specialiser<'g> {
-    fn new(g: &'g Graph, weak: bool, use_facts: bool) -> Specialiser<'g> {
+impl Specialiser {
+    fn new(g: &Graph) -> Specialiser {
         Specialiser {
-            g,
-            weak,
-            table: FactTable::new(),
-            live: use_facts.then(|| Liveness::new(g)),
-            learned: HashMap::default(),
+            table: FactTable::new(g.nodes.len()),
+            learned: HashMap::with_capacity_and_hasher(g.nodes.len(), Default::default()),
+            live: Liveness::new(g),
+            needs: Needs::new(g),
+            thresholds: Vec::new(),
         }
+    }
+
+    /// Analyse another graph (with the same atoms) for the next pass.
+    fn retarget(&mut self, g: &Graph) {
+        self.live = Liveness::new(g);
+        self.needs = Needs::new(g);
+        self.thresholds.clear();
+    }
+
+    /// Whether no path from `r` can accept a packet the tests behind `facts` passed.
+    fn hopeless(&self, r: Ref, facts: u32) -> bool {
+        self.needs
+            .hopeless(r, self.table.set(facts), &self.table.knows)
     }
 
     /// `facts` without what no test at or below `r` can use.
     fn prune(&mut self, r: Ref, facts: u32) -> u32 {
-        let Some(live) = &self.live else {
-            return facts;
-        };
         if facts == 0 || r < FIRST {
             return facts;
         }
-        let table = &mut self.table;
-        let set = &table.sets[facts as usize];
-        let useless = |&(k, kid): &(u32, u32)| {
-            let know = &table.knows[kid as usize];
-            !live.live(r, k) || live.project(r, k, know) != *know
-        };
-        if !set.iter().any(useless) {
+        // Mostly nothing is dropped: tell that from the keys' liveness bits and the thresholds
+        // of their knowledge, without projecting each.
+        let idx = r - FIRST;
+        let mut useless = false;
+        for i in 0..self.table.set(facts).len() {
+            let (k, kid) = self.table.set(facts)[i];
+            if k >= u32::MAX / 2 {
+                continue;
+            }
+            if !self.live.live(r, k) {
+                useless = true;
+                break;
+            }
+            let (eq, ne) = self.thresholds_of(k, kid);
+            let know = &self.table.knows[kid as usize];
+            let kept = if know.eq.is_some() {
+                eq <= idx || self.live.rich(r, k)
+            } else {
+                ne <= idx
+            };
+            if !kept {
+                useless = true;
+                break;
+            }
+        }
+        if !useless {
             return facts;
         }
-        let set = set.clone();
+        let live = &self.live;
+        let table = &mut self.table;
+        let set = table.set(facts).to_vec();
         let mut kept: FactIds = Vec::with_capacity(set.len());
         for (k, kid) in set {
             if !live.live(r, k) {
@@ -802,55 +1302,62 @@ impl<'g> Specialiser<'g> {
                 kept.push((k, table.know(pruned)));
             }
         }
-        table.intern(kept)
+        table.intern(&kept)
+    }
+
+    fn thresholds_of(&mut self, key: u32, kid: u32) -> (u32, u32) {
+        let i = kid as usize;
+        if i >= self.thresholds.len() {
+            self.thresholds
+                .resize(self.table.knows.len().max(i + 1), None);
+        }
+        if let Some(t) = self.thresholds[i] {
+            return t;
+        }
+        let t = self.live.thresholds(key, &self.table.knows[i]);
+        self.thresholds[i] = Some(t);
+        t
     }
 
     /// The outcome of node `r`'s test when `facts` decide it.
-    fn decide(&self, r: Ref, facts: u32) -> Option<bool> {
-        let n = self.g.get(r);
-        let fkey = self.g.keys[n.atom as usize];
-        let set = &self.table.sets[facts as usize];
+    fn decide(&self, g: &Graph, r: Ref, facts: u32) -> Option<bool> {
+        let n = g.get(r);
+        let fkey = g.keys[n.atom as usize];
+        let set = self.table.set(facts);
         let i = set.binary_search_by_key(&fkey, |(k, _)| *k).ok()?;
-        self.table.knows[set[i].1 as usize].decide(self.cmp(n.atom).0, self.weak)
-    }
-
-    fn cmp(&self, atom: u32) -> (&Cmp, u32) {
-        match &self.g.atoms[atom as usize] {
-            Atom::Test(t) => (&t.cmp, max_value(&t.field, t.mask)),
-            Atom::Rel(..) => (&Cmp::Eq(1), 1),
-        }
+        let cmp = match &g.atoms[n.atom as usize] {
+            Atom::Test(t) => &t.cmp,
+            Atom::Rel(..) => &Cmp::Eq(1),
+        };
+        self.table.knows[set[i].1 as usize].decide(cmp, false)
     }
 
     /// `facts` and what the test of `atom` having `outcome` teaches.
-    fn learn(&mut self, facts: u32, atom: u32, outcome: bool) -> u32 {
-        if self.live.is_none() {
-            return 0;
-        }
+    fn learn(&mut self, g: &Graph, facts: u32, atom: u32, outcome: bool) -> u32 {
         if let Some(&id) = self.learned.get(&(facts, atom, outcome)) {
             return id;
         }
-        let fkey = self.g.keys[atom as usize];
-        let weak = self.weak;
-        let (cmp, hi) = match &self.g.atoms[atom as usize] {
-            Atom::Test(t) => (t.cmp.clone(), max_value(&t.field, t.mask)),
-            Atom::Rel(..) => (Cmp::Eq(1), 1),
+        let fkey = g.keys[atom as usize];
+        let (cmp, hi) = match &g.atoms[atom as usize] {
+            Atom::Test(t) => (&t.cmp, max_value(&t.field, t.mask)),
+            Atom::Rel(..) => (&Cmp::Eq(1), 1),
         };
         let table = &mut self.table;
-        let mut f = table.sets[facts as usize].clone();
+        let mut f = table.set(facts).to_vec();
         match f.binary_search_by_key(&fkey, |(k, _)| *k) {
             Ok(i) => {
                 let mut k = table.knows[f[i].1 as usize];
-                k.learn(&cmp, outcome, weak);
+                k.learn(cmp, outcome, false);
                 f[i].1 = table.know(k);
             }
             Err(i) => {
                 let mut k = Know::new(hi);
-                k.learn(&cmp, outcome, weak);
+                k.learn(cmp, outcome, false);
                 let kid = table.know(k);
                 f.insert(i, (fkey, kid));
             }
         }
-        let id = table.intern(f);
+        let id = table.intern(&f);
         self.learned.insert((facts, atom, outcome), id);
         id
     }
@@ -860,25 +1367,22 @@ impl<'g> Specialiser<'g> {
 /// different nodes).
 type Specialised = (Graph, Ref, bool);
 
-/// Specialise `root` along every path; `weak` restricts the facts to what libpcap's optimiser
-/// knows. Returns the new graph's root, or `None` when the budget is exceeded.
-fn specialise(
-    g0: &Graph,
-    root: Ref,
-    weak: bool,
-    use_facts: bool,
-    budget: usize,
-) -> Option<Specialised> {
+/// Specialise `root` of `g0` (the graph `sp` analysed) along every path. Returns the new graph
+/// and its root, or `None` when the budget is exceeded.
+fn specialise(g0: &Graph, sp: &mut Specialiser, root: Ref, budget: usize) -> Option<Specialised> {
     let mut out = g0.empty_like();
-    let mut facts_of = Specialiser::new(g0, weak, use_facts);
     enum Frame {
         Enter(Ref, u32),
         Finish { key: (Ref, u32), atom: u32 },
         Alias((Ref, u32)),
     }
-    let mut memo: HashMap<(Ref, u32), Ref> = HashMap::default();
-    // Per node of `g0`: how many fact sets it was entered with, and what they all share.
-    let mut entered: Vec<(u16, u32)> = vec![(0, 0); g0.nodes.len()];
+    let mut memo: HashMap<(Ref, u32), Ref> =
+        HashMap::with_capacity_and_hasher(g0.nodes.len(), Default::default());
+    // Per node of `g0`: how many fact sets it was entered with (`u16::MAX`: more than
+    // `MAX_SPECIALISATIONS`, and then what they all share), else the last one's link in `chain`
+    // (the fact sets, each with the link of the one before; `u32::MAX` ends).
+    let mut entered: Vec<(u16, u32)> = vec![(0, u32::MAX); g0.nodes.len()];
+    let mut chain: Vec<(u32, u32)> = Vec::new();
     // Per node of `g0`: the node it became first (REJECT: none yet).
     let mut became: Vec<Ref> = vec![REJECT; g0.nodes.len()];
     let mut copied = false;
@@ -891,26 +1395,41 @@ fn specialise(
                     results.push(r);
                     continue;
                 }
-                let facts = facts_of.prune(r, facts);
+                let facts = sp.prune(r, facts);
                 let mut key = (r, facts);
                 if let Some(&m) = memo.get(&key) {
                     results.push(m);
                     continue;
                 }
+                if sp.hopeless(r, facts) {
+                    memo.insert(key, REJECT);
+                    results.push(REJECT);
+                    continue;
+                }
                 // A node is specialised for at most `MAX_SPECIALISATIONS` fact sets; past that
                 // it is entered with what all its fact sets share, which only ever weakens, so
-                // the work stays linear in the graph.
+                // the work stays linear in the graph. (The join is made only then.)
                 if facts != 0 {
-                    let (count, common) = &mut entered[(r - FIRST) as usize];
-                    *common = if *count == 0 {
-                        facts
-                    } else {
-                        facts_of.table.join(*common, facts)
-                    };
+                    let (count, last) = &mut entered[(r - FIRST) as usize];
                     if *count < MAX_SPECIALISATIONS {
+                        chain.push((facts, *last));
+                        *last = chain.len() as u32 - 1;
                         *count += 1;
                     } else {
-                        key = (r, *common);
+                        let common = if *count == u16::MAX {
+                            sp.table.join(*last, facts)
+                        } else {
+                            let mut common = facts;
+                            let mut link = *last;
+                            while link != u32::MAX {
+                                let (f, prev) = chain[link as usize];
+                                common = sp.table.join(common, f);
+                                link = prev;
+                            }
+                            common
+                        };
+                        (*count, *last) = (u16::MAX, common);
+                        key = (r, common);
                         if let Some(&m) = memo.get(&key) {
                             results.push(m);
                             continue;
@@ -922,15 +1441,15 @@ fn specialise(
                     return None;
                 }
                 let n = g0.get(r);
-                if let Some(outcome) = facts_of.decide(r, facts) {
+                if let Some(outcome) = sp.decide(g0, r, facts) {
                     let next = if outcome { n.t } else { n.f };
                     stack.push(Frame::Alias(key));
                     stack.push(Frame::Enter(next, facts));
                     continue;
                 }
                 let (ft, ff) = (
-                    facts_of.learn(facts, n.atom, true),
-                    facts_of.learn(facts, n.atom, false),
+                    sp.learn(g0, facts, n.atom, true),
+                    sp.learn(g0, facts, n.atom, false),
                 );
                 stack.push(Frame::Finish { key, atom: n.atom });
                 stack.push(Frame::Enter(n.f, ff));
@@ -967,31 +1486,34 @@ fn specialise(
 /// since removing a branch can strengthen the facts below it (`host X and tcp port P`: the ARP
 /// and RARP branches of `host` die once `tcp` is known false on them, and then IPv4 is known
 /// on every path into the next term).
-fn thread_must(g0: &Graph, root: Ref) -> (Graph, Ref) {
-    let mut cur = thread_must_once(g0, root);
+///
+/// `sp` comes analysing `g0` and leaves analysing the returned graph.
+fn thread_must(g0: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) {
+    let mut cur = thread_must_once(g0, sp, root);
+    sp.retarget(&cur.0);
     // Further rounds pay only on graphs with many terms.
     for _ in 0..if g0.nodes.len() > 64 { 4 } else { 0 } {
-        let next = thread_must_once(&cur.0, cur.1);
+        let next = thread_must_once(&cur.0, sp, cur.1);
         if next.0.nodes.len() >= cur.0.nodes.len() {
             break;
         }
         cur = next;
+        sp.retarget(&cur.0);
     }
     cur
 }
 
-fn thread_must_once(g: &Graph, root: Ref) -> (Graph, Ref) {
+fn thread_must_once(g: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) {
     let mut out = g.empty_like();
-    let mut sp = Specialiser::new(g, false, true);
     // Follow an edge carrying `facts` past the tests they decide (libpcap's jump threading).
-    let thread = |sp: &mut Specialiser<'_>, mut s: Ref, facts: u32| -> (Ref, u32) {
+    let thread = |sp: &mut Specialiser, mut s: Ref, facts: u32| -> (Ref, u32) {
         let mut facts = facts;
         for _ in 0..256 {
             if s < FIRST {
                 break;
             }
             facts = sp.prune(s, facts);
-            match sp.decide(s, facts) {
+            match sp.decide(g, s, facts) {
                 Some(outcome) => {
                     let n = g.get(s);
                     s = if outcome { n.t } else { n.f };
@@ -1001,7 +1523,7 @@ fn thread_must_once(g: &Graph, root: Ref) -> (Graph, Ref) {
         }
         (s, facts)
     };
-    let (root, root_facts) = thread(&mut sp, root, 0);
+    let (root, root_facts) = thread(sp, root, 0);
     if root < FIRST {
         return (out, root);
     }
@@ -1019,8 +1541,8 @@ fn thread_must_once(g: &Graph, root: Ref) -> (Graph, Ref) {
         let r = i as Ref + FIRST;
         let facts = sp.prune(r, entry[i]);
         let n = g.get(r);
-        let mut edge = |sp: &mut Specialiser<'_>, s: Ref, outcome: bool| -> Ref {
-            let learned = sp.learn(facts, n.atom, outcome);
+        let mut edge = |sp: &mut Specialiser, s: Ref, outcome: bool| -> Ref {
+            let learned = sp.learn(g, facts, n.atom, outcome);
             let (s, f) = thread(sp, s, learned);
             if s >= FIRST {
                 let e = &mut entry[(s - FIRST) as usize];
@@ -1032,8 +1554,8 @@ fn thread_must_once(g: &Graph, root: Ref) -> (Graph, Ref) {
             }
             s
         };
-        let t = edge(&mut sp, n.t, true);
-        let f = edge(&mut sp, n.f, false);
+        let t = edge(sp, n.t, true);
+        let f = edge(sp, n.f, false);
         targets[i] = (t, f);
     }
     // Rebuild bottom-up along the threaded edges.
@@ -1096,25 +1618,29 @@ enum Holds {
 }
 
 pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
-    let mut g0 = Graph::new();
-    let mut memo = HashMap::default();
+    // The decision graph has about three nodes per node of the predicate.
+    let size = 3 * pred.nodes().len();
+    let mut g0 = Graph::with_capacity(size);
+    let mut memo = HashMap::with_capacity_and_hasher(size, Default::default());
     let root = build(pred, &mut g0, &mut memo, pred.root(), ACCEPT, REJECT)?;
     let g0_root = root;
-    // First the facts every path into a node shares (never grows the graph), then the facts
-    // of each path (may copy a node once per distinct set of facts that decides something
-    // below it).
+    // The facts of each path (may copy a node once per distinct set of facts that decides
+    // something below it).
     let budget = 20_000usize.max(g0.nodes.len() * 8);
-    let (g, root) = match specialise(&g0, root, false, true, budget) {
+    let mut sp = Specialiser::new(&g0);
+    let (g, root) = match specialise(&g0, &mut sp, root, budget) {
         // No node copied: nothing the path facts gained was paid for in size.
         Some((g, r, copied)) if !copied || r < FIRST => (g, r),
         spec => {
             // Specialising along paths can duplicate shared code for a small gain (DECnet's
             // four header layouts; `host A and port P or host B and port Q …` knowing which
-            // address failed). Also thread the graph with the facts all paths share, then
-            // specialise that, and keep the smallest; on a tie the more specialised.
-            let (g1, r1) = thread_must(&g0, root);
+            // address failed). Also thread the graph with the facts all paths share (never
+            // grows the graph), then specialise that, and keep the smallest; on a tie the more
+            // specialised.
+            let (g1, r1) = thread_must(&g0, &mut sp, root);
+            let s1 = specialise(&g1, &mut sp, r1, budget);
             let mut best = (g1, r1);
-            for cand in [specialise(&best.0, r1, false, true, budget), spec] {
+            for cand in [s1, spec] {
                 if let Some((g, r, _)) = cand
                     && (r < FIRST || g.nodes.len() <= best.0.nodes.len())
                 {
@@ -1159,7 +1685,7 @@ fn regroup(g: &Graph, root: Ref) -> (Graph, Ref) {
             }
         }
     }
-    let mut memo: HashMap<Ref, Ref> = HashMap::default();
+    let mut memo: Vec<Ref> = vec![u32::MAX; g.nodes.len()];
     let r = regroup_node(g, &preds, &mut out, &mut memo, root, 0);
     (out, r)
 }
@@ -1168,15 +1694,15 @@ fn regroup_node(
     g: &Graph,
     preds: &[u32],
     out: &mut Graph,
-    memo: &mut HashMap<Ref, Ref>,
+    memo: &mut [Ref],
     r: Ref,
     depth: u32,
 ) -> Ref {
     if r < FIRST {
         return r;
     }
-    if let Some(&m) = memo.get(&r) {
-        return m;
+    if memo[(r - FIRST) as usize] != u32::MAX {
+        return memo[(r - FIRST) as usize];
     }
     let n = g.get(r);
     // The longest chain from r linked by false edges with the true target n.t (an "or"), or by
@@ -1220,7 +1746,7 @@ fn regroup_node(
         let t = regroup_node(g, preds, out, memo, n.t, depth + 1);
         let f = regroup_node(g, preds, out, memo, n.f, depth + 1);
         let x = out.node(n.atom, t, f);
-        memo.insert(r, x);
+        memo[(r - FIRST) as usize] = x;
         return x;
     }
     let last = g.get(*members.last().unwrap_or(&r));
@@ -1248,7 +1774,7 @@ fn regroup_node(
             out.node(atom, cur, shared)
         };
     }
-    memo.insert(r, cur);
+    memo[(r - FIRST) as usize] = cur;
     cur
 }
 
@@ -1281,6 +1807,13 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
         facts[i].1.decide(&cmp, true)
     };
     let learn = |facts: &Facts, atom: u32, outcome: bool| -> Facts {
+        // A range test is libpcap's `jge lo; jgt hi`, whose two failure edges meet at the next
+        // test: after them libpcap does not know that the value is out of range.
+        if !outcome
+            && matches!(&g0.atoms[atom as usize], Atom::Test(t) if matches!(t.cmp, Cmp::Range(..)))
+        {
+            return facts.clone();
+        }
         let (k, cmp) = test_of(atom);
         let mut f = facts.clone();
         match f.binary_search_by_key(&k, |(kk, _)| *kk) {
