@@ -8,6 +8,8 @@
 //!   snap length of 96 bytes like the Swift paper's 75-byte trace plus room for IPv6) and the
 //!   filters (the BPF issue's list, including the Swift paper's Table 5 filter 6).
 //! - [`suite`]: the `netsift bench` suites, printing one table of ratios per suite.
+//! - [`ftpcap`]: the FTPCap replay experiment (the Swift paper's Figs. 7-8).
+//! - [`update`]: Swift's update latency against recompiling (the Swift paper's Figs. 5-6).
 //! - [`handwritten`]: the Swift paper's Table 5 filters written by hand (the JIT's target).
 //! - [`capture`], [`netns`]: live capture on a veth pair against tcpdump.
 
@@ -15,10 +17,12 @@
 
 #[cfg(target_os = "linux")]
 pub mod capture;
+pub mod ftpcap;
 pub mod handwritten;
 pub mod libpcap;
 #[cfg(target_os = "linux")]
 pub mod netns;
 pub mod suite;
 pub mod swift_table5;
+pub mod update;
 pub mod workload;

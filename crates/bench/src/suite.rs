@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 4] = [
+pub const SUITES: [(&str, &str); 6] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -22,6 +22,16 @@ pub const SUITES: [(&str, &str); 4] = [
     (
         "jit",
         "JIT against the interpreter, libpcap's bpf_filter and hand-written Rust (Swift Table 5)",
+    ),
+    (
+        "update",
+        "Swift update latency (add/delete one FTP data connection at N = 1 .. 10,000) against \
+         recompiling with netsift and pcap_compile (Swift Figs. 5-6)",
+    ),
+    (
+        "ftpcap",
+        "FTPCap replay: 10 FTP servers x 20 passive-mode data connections in 500 Kpps background, \
+         real time; packets missed per connection, Swift against recompiling (Swift Figs. 7-8)",
     ),
     (
         "capture",
@@ -63,6 +73,11 @@ pub fn run(name: &str) -> Result<String, String> {
         "interp" => interp(),
         "compile" => compile(),
         "jit" => jit(),
+        "update" => crate::update::suite(&crate::update::Config::default()),
+        "ftpcap" => {
+            let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
+            crate::ftpcap::suite(&netsift_capture::ftp::FtpWorkload::paper(), csv.as_deref())
+        }
         #[cfg(target_os = "linux")]
         "capture" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;

@@ -48,6 +48,7 @@
 #![deny(unsafe_code)]
 
 mod error;
+pub mod ftp;
 pub mod generate;
 mod io;
 #[cfg(target_os = "linux")]

@@ -1,39 +1,66 @@
-//! `netsift gen --send IFACE`: send test traffic onto an interface — the packets of a capture
-//! file or a synthetic gateway-like mix — at a set rate, bounded in count and time.
+//! `netsift gen`: make test traffic — the packets of a capture file, a synthetic gateway-like
+//! mix, or the FTP passive-mode workload of the Swift paper — and write it to a capture file
+//! (`-w FILE`) or send it onto an interface (`--send IFACE`) at a set rate, bounded in count and
+//! time.
 //!
-//! Meant for test networks (a veth pair in a namespace): the frames are sent as they are, from
-//! whatever addresses they carry.
+//! Sending is meant for test networks (a veth pair in a namespace): the frames are sent as they
+//! are, from whatever addresses they carry (198.18.0.0/15 and 2001:db8::/32 for the synthetic
+//! traffic).
 
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use netsift::capture::ftp::FtpWorkload;
+use netsift::capture::generate::mixed_traffic;
 use netsift::capture::live::Sender;
-use netsift::capture::{CaptureReader, LinkType};
+use netsift::capture::{CaptureReader, LinkType, Packet, PcapWriter, Precision};
 
 use crate::signals;
 
 /// Flags of `netsift gen`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The interface to send on.
-    #[arg(long = "send", value_name = "IFACE")]
-    iface: String,
-    /// Send the packets of this capture (Ethernet link type), in order.
-    #[arg(short = 'r', value_name = "FILE")]
+    /// Send the packets on this interface.
+    #[arg(long = "send", value_name = "IFACE", required_unless_present = "write")]
+    iface: Option<String>,
+    /// Write the packets to this pcap file (nanosecond timestamps) instead of sending them.
+    #[arg(short = 'w', value_name = "FILE", conflicts_with = "iface")]
+    write: Option<PathBuf>,
+    /// Use the packets of this capture (Ethernet link type), in order.
+    #[arg(short = 'r', value_name = "FILE", conflicts_with_all = ["mix", "ftp"])]
     read: Option<PathBuf>,
-    /// Send the synthetic mix (TCP to web, mail, SSH; UDP; ICMP; IPv6; ARP; VLAN) with this
-    /// seed (the default when no -r is given).
+    /// The synthetic mix (TCP to web, mail, SSH; UDP; ICMP; IPv6; ARP; VLAN) with this seed
+    /// (the default when neither -r nor --ftp is given).
     #[arg(long, value_name = "SEED")]
     mix: Option<u64>,
-    /// Packets per second (default: as fast as the interface takes them).
+    /// The FTP passive-mode workload of the Swift paper (§5.1.1): FTP servers with data
+    /// connections announced by 227/229 replies and started one by one, in background traffic.
+    #[arg(long, conflicts_with = "mix")]
+    ftp: bool,
+    /// --ftp: servers.
+    #[arg(long, value_name = "N", default_value = "10", requires = "ftp")]
+    servers: usize,
+    /// --ftp: data connections per server (all stay open to the end).
+    #[arg(long, value_name = "N", default_value = "20", requires = "ftp")]
+    connections: usize,
+    /// --ftp: background packets per second.
+    #[arg(long, value_name = "PPS", default_value = "500000", requires = "ftp")]
+    background_pps: u64,
+    /// --ftp: seed.
+    #[arg(long, value_name = "SEED", default_value = "1", requires = "ftp")]
+    seed: u64,
+    /// Packets per second when sending (default: as fast as the interface takes them).
     #[arg(long, value_name = "PPS")]
     rate: Option<u64>,
-    /// Stop after this many packets (default: the file's packets once, or 10000 of the mix).
+    /// Stop after this many packets (default: the file's packets once, the whole FTP workload,
+    /// or 10000 of the mix).
     #[arg(short = 'c', value_name = "N")]
     count: Option<u64>,
-    /// Stop after this many seconds (default 60).
+    /// Stop sending after this many seconds (default 60).
     #[arg(long, value_name = "SECS", default_value = "60")]
     duration: f64,
     /// Repeat the file's packets until the count or the duration is reached.
@@ -41,12 +68,23 @@ pub struct Args {
     repeat: bool,
 }
 
+/// Packets of the mix written to a file when no count is given.
+const MIX_DEFAULT: u64 = 10_000;
+/// The largest number of packets generated in memory for a file.
+const MAX_GENERATED: u64 = 50_000_000;
+
 /// Run `netsift gen`.
 pub fn run(args: Args) -> Result<ExitCode> {
     signals::install();
     if !(args.duration > 0.0 && args.duration.is_finite()) {
         bail!("--duration must be a positive number of seconds");
     }
+    if let Some(out) = &args.write {
+        return write(&args, out);
+    }
+    let Some(iface) = args.iface.clone() else {
+        bail!("say where the packets go: -w FILE or --send IFACE");
+    };
     let frames: Vec<Vec<u8>> = match &args.read {
         Some(path) => {
             let mut r = CaptureReader::open(path)
@@ -65,6 +103,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             v
         }
+        None if args.ftp => ftp_workload(&args)?
+            .packets
+            .into_iter()
+            .map(|p| p.data)
+            .collect(),
         None => netsift_bench::workload::frames(args.mix.unwrap_or(1), 4096)
             .into_iter()
             .map(|p| p.data)
@@ -73,15 +116,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if frames.is_empty() {
         bail!("nothing to send");
     }
-    let repeat = args.repeat || args.read.is_none();
+    let repeat = args.repeat || (args.read.is_none() && !args.ftp);
     let count = args
         .count
-        .unwrap_or(if args.read.is_some() && !args.repeat {
+        .unwrap_or(if (args.read.is_some() || args.ftp) && !args.repeat {
             frames.len() as u64
         } else {
             10_000
         });
-    let mut tx = Sender::open(&args.iface)?;
+    let mut tx = Sender::open(&iface)?;
     let started = Instant::now();
     let mut it: Box<dyn Iterator<Item = &[u8]>> = if repeat {
         Box::new(frames.iter().map(Vec::as_slice).cycle())
@@ -122,8 +165,103 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "netsift: sent {} packets ({} bytes) on {} in {secs:.3} s ({:.0} pkt/s)",
         st.sent,
         st.bytes,
-        args.iface,
+        iface,
         st.sent as f64 / secs.max(1e-9)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn ftp_workload(args: &Args) -> Result<netsift::capture::ftp::FtpTrace> {
+    if args.servers == 0 || args.servers > 250 || args.connections == 0 {
+        bail!("--ftp needs 1 to 250 --servers and at least one connection per server");
+    }
+    if args.servers * args.connections > 250 * 200 {
+        bail!("--ftp: at most 50000 data connections (one client address each)");
+    }
+    let w = FtpWorkload {
+        seed: args.seed,
+        servers: args.servers,
+        connections: args.connections,
+        background_pps: args.background_pps,
+        ..FtpWorkload::paper()
+    };
+    let expected = w.duration_ns() as u128 * u128::from(w.background_pps) / 1_000_000_000;
+    if expected > u128::from(MAX_GENERATED) {
+        bail!(
+            "--ftp: {expected} background packets is too many to generate (at most {MAX_GENERATED})"
+        );
+    }
+    Ok(w.generate())
+}
+
+/// `-w FILE`: generate the packets and write them as a pcap file with nanosecond timestamps.
+fn write(args: &Args, out: &std::path::Path) -> Result<ExitCode> {
+    let packets: Vec<Packet> = if let Some(path) = &args.read {
+        let mut r =
+            CaptureReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut v = Vec::new();
+        while let Some(p) = r.next_packet() {
+            v.push(
+                p.with_context(|| format!("reading {}", path.display()))?
+                    .to_owned(),
+            );
+        }
+        v
+    } else if args.ftp {
+        let trace = ftp_workload(args)?;
+        eprintln!(
+            "netsift: FTP workload: {} servers x {} data connections ({} announced with EPSV), {} packets",
+            args.servers,
+            args.connections,
+            trace.connections.iter().filter(|c| c.epsv).count(),
+            trace.packets.len()
+        );
+        trace.packets
+    } else {
+        let n = args.count.unwrap_or(MIX_DEFAULT);
+        if n > MAX_GENERATED {
+            bail!("-c {n}: at most {MAX_GENERATED} packets of the mix");
+        }
+        mixed_traffic(args.mix.unwrap_or(1), n as usize)
+    };
+    let limit = args.count.unwrap_or(u64::MAX);
+    // Write next to the target and rename, so a failure leaves no half-written file behind.
+    let tmp = out.with_extension("netsift-tmp");
+    let file = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let result = (|| -> Result<u64> {
+        let mut w = PcapWriter::new(
+            BufWriter::new(file),
+            LinkType::ETHERNET,
+            262_144,
+            Precision::Nano,
+        )?;
+        let mut n = 0u64;
+        for p in packets
+            .iter()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        {
+            if p.link_type != LinkType::ETHERNET {
+                bail!(
+                    "packets of link type {} cannot be mixed into an Ethernet file",
+                    p.link_type
+                );
+            }
+            w.write_packet(&p.as_ref())?;
+            n += 1;
+        }
+        w.flush()?;
+        Ok(n)
+    })();
+    match result {
+        Ok(n) => {
+            std::fs::rename(&tmp, out)
+                .with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))?;
+            eprintln!("netsift: wrote {n} packets to {}", out.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.context(format!("writing {}", out.display())))
+        }
+    }
 }

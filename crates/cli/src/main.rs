@@ -10,6 +10,7 @@ mod cmd_capture;
 mod cmd_compile;
 mod cmd_demo;
 mod cmd_filter;
+mod cmd_ftpcap;
 mod cmd_gen;
 mod expr;
 mod output;
@@ -39,8 +40,12 @@ enum Command {
     Filter(cmd_filter::Args),
     /// Capture packets from an interface (or read a file) through a filter, like tcpdump.
     Capture(cmd_capture::Args),
-    /// Send test traffic onto an interface (a capture file or a synthetic mix).
+    /// Make test traffic (a synthetic mix, the FTP workload, a capture file): write it to a file
+    /// or send it onto an interface.
     Gen(cmd_gen::Args),
+    /// Follow FTP control connections in a capture and keep their data connections (Swift's
+    /// FTPCap: the filter is updated in place as connections open and close).
+    Ftpcap(cmd_ftpcap::Args),
     /// Run a few meaningful filters over the bundled sample capture and print a short report.
     Demo(cmd_demo::Args),
     /// Run a benchmark suite against its baseline (libpcap), measured in the same run.
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
         Command::Filter(args) => cmd_filter::run(args),
         Command::Capture(args) => cmd_capture::run(args),
         Command::Gen(args) => cmd_gen::run(args),
+        Command::Ftpcap(args) => cmd_ftpcap::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Bench(args) => cmd_bench::run(args),
     };

@@ -312,3 +312,83 @@ fn engines_give_the_same_verdicts() {
     assert!(o.status.success());
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 2);
 }
+
+#[test]
+fn gen_writes_the_ftp_workload_and_ftpcap_keeps_exactly_its_ftp_packets() {
+    let file = tmp("ftp.pcap");
+    let o = netsift(&[
+        "gen",
+        "--ftp",
+        "--servers",
+        "3",
+        "--connections",
+        "4",
+        "--background-pps",
+        "20000",
+        "-w",
+        file.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The same parameters in the library give the same trace: count its FTP packets.
+    let trace = netsift_capture::ftp::FtpWorkload {
+        servers: 3,
+        connections: 4,
+        background_pps: 20_000,
+        ..netsift_capture::ftp::FtpWorkload::paper()
+    }
+    .generate();
+    let ftp: usize = trace.connections.iter().map(|c| c.packets + 2).sum();
+    let mut r = CaptureReader::open(&file).unwrap();
+    let mut n = 0;
+    while let Some(p) = r.next_packet() {
+        assert_eq!(p.unwrap().data, &trace.packets[n].data[..]);
+        n += 1;
+    }
+    assert_eq!(n, trace.packets.len());
+
+    let kept = tmp("ftp-kept.pcap");
+    let o = netsift(&[
+        "ftpcap",
+        "-r",
+        file.to_str().unwrap(),
+        "-w",
+        kept.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(
+        out.lines().filter(|l| l.contains(" open ")).count(),
+        12,
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.contains(" close ")).count(),
+        12,
+        "{out}"
+    );
+    let mut r = CaptureReader::open(&kept).unwrap();
+    let mut k = 0;
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        let control = p.data.len() > 37 && (p.data[34..36] == [0, 21] || p.data[36..38] == [0, 21]);
+        assert!(control || trace.connections.iter().any(|c| c.matches(p.data)));
+        k += 1;
+    }
+    assert_eq!(k, ftp, "every control and data packet, nothing else");
+}
+
+#[test]
+fn gen_refuses_bad_requests() {
+    for args in [
+        &["gen", "--mix", "2"][..],
+        &["gen", "-w", "/nonexistent-dir/x.pcap"],
+        &["gen", "--ftp", "--servers", "0", "-w", "/tmp/x.pcap"],
+        &["gen", "--servers", "3", "-w", "/tmp/x.pcap"],
+        &["gen", "-w", "/tmp/x.pcap", "-c", "999999999999"],
+    ] {
+        let o = netsift(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(!stderr(&o).is_empty(), "{args:?}: no message");
+    }
+    assert!(!Path::new("/nonexistent-dir/x.netsift-tmp").exists());
+}

@@ -49,6 +49,10 @@ pub(crate) struct Pass {
     version: u64,
     /// Whether some pass was copied from this one (its results are worth recording).
     has_children: bool,
+    /// When the first instruction is `ip src or dst host H` for one address H (plain, at the
+    /// IPv4 addresses of an untagged Ethernet frame): H. Readers index such passes by H, so a
+    /// packet runs only the passes of its own addresses (see [`Reader::run`]).
+    key: Option<u32>,
 }
 
 struct Chunk {
@@ -145,7 +149,8 @@ impl std::error::Error for UpdateError {}
 struct Meta {
     insts: Vec<Inst>,
     parent: Option<(u32, u64)>,
-    children: Vec<u32>,
+    /// Slots copied from this pass (a set: removing one is O(1) however many there are).
+    children: std::collections::HashSet<u32>,
     version: u64,
 }
 
@@ -204,6 +209,8 @@ impl Writer {
             fusion: true,
             flat: Vec::new(),
             ends: Vec::new(),
+            index: PassIndex::default(),
+            index_seen: u64::MAX,
         }
     }
 
@@ -293,27 +300,42 @@ impl Writer {
         let guard = epoch::pin();
         let new = self.slots[slot as usize].meta.as_ref().map(|m| {
             let exec: Vec<Exec> = m.insts.iter().map(Exec::new).collect();
+            let key = m
+                .insts
+                .first()
+                .filter(|i| {
+                    i.op() == Some(crate::isa::Op::HostEither)
+                        && i.mode() == crate::isa::Mode::D
+                        && i.offset() == KEY_OFFSET as u16
+                        && !i.negated()
+                        && i.count() == 1
+                })
+                .map(|i| i.p[crate::isa::Op::HostEither.first_value_param()]);
             Owned::new(Pass {
                 fused: crate::exec::fuse(&exec).into_boxed_slice(),
                 exec: exec.into_boxed_slice(),
                 parent: m.parent,
                 version: m.version,
                 has_children: !m.children.is_empty(),
+                key,
             })
         });
         let c = self.shared.chunks[slot as usize / CHUNK].load(Ordering::Acquire);
         // SAFETY: the chunk of an allocated slot is published and lives as long as `shared`.
         let cell = &unsafe { &*c }.slots[slot as usize % CHUNK];
+        // `changes` is odd while a publication is under way (a sequence lock for the readers'
+        // indexed path, which must see the filter of one moment; see `Reader::run`).
+        self.shared.changes.fetch_add(1, Ordering::SeqCst);
         let old = match new {
-            Some(n) => cell.swap(n, Ordering::AcqRel, &guard),
-            None => cell.swap(Shared::null(), Ordering::AcqRel, &guard),
+            Some(n) => cell.swap(n, Ordering::SeqCst, &guard),
+            None => cell.swap(Shared::null(), Ordering::SeqCst, &guard),
         };
+        self.shared.changes.fetch_add(1, Ordering::SeqCst);
         if !old.is_null() {
             // SAFETY: `old` is unreachable for new readers; current readers hold a guard, and
             // the destruction waits for them to leave it.
             unsafe { guard.defer_destroy(old) };
         }
-        self.shared.changes.fetch_add(1, Ordering::Release);
     }
 
     fn set_bounds(&mut self) {
@@ -340,7 +362,7 @@ impl Writer {
         self.slots[slot as usize].meta = Some(Meta {
             insts,
             parent: None,
-            children: Vec::new(),
+            children: Default::default(),
             version: next_version(),
         });
         self.publish(slot);
@@ -354,11 +376,10 @@ impl Writer {
 
     /// Removes a pass (its copies keep working, without the shortcut). `SPF_DelPass`.
     pub fn del_pass(&mut self, id: PassId) -> Result<(), UpdateError> {
-        let m = self.meta(id)?.clone();
-        if let Some((p, _)) = m.parent
+        if let Some((p, _)) = self.meta(id)?.parent
             && let Some(Slot { meta: Some(pm), .. }) = self.slots.get_mut(p as usize)
         {
-            pm.children.retain(|&c| c != id.slot);
+            pm.children.remove(&id.slot);
         }
         let s = &mut self.slots[id.slot as usize];
         s.meta = None;
@@ -373,21 +394,22 @@ impl Writer {
     /// Copies a pass into a new slot after it, every instruction marked "copied", and makes it
     /// a child of the original for hierarchical execution. `SPF_DupPass`.
     pub fn dup_pass(&mut self, id: PassId) -> Result<PassId, UpdateError> {
-        let parent = self.meta(id)?.clone();
+        let (mut insts, parent_version, had_children) = {
+            let p = self.meta(id)?;
+            (p.insts.clone(), p.version, !p.children.is_empty())
+        };
         let slot = self.alloc_slot(Some(id.slot))?;
-        let mut insts = parent.insts.clone();
         for i in &mut insts {
             i.set_copied(true);
         }
         self.slots[slot as usize].meta = Some(Meta {
             insts,
-            parent: Some((id.slot, parent.version)),
-            children: Vec::new(),
+            parent: Some((id.slot, parent_version)),
+            children: Default::default(),
             version: next_version(),
         });
         // The parent now records its results for its children.
-        let had_children = !parent.children.is_empty();
-        self.meta_mut(id)?.children.push(slot);
+        self.meta_mut(id)?.children.insert(slot);
         if !had_children {
             self.publish(id.slot);
         }
@@ -405,24 +427,26 @@ impl Writer {
     /// [`Writer::dup_pass`] followed by [`Writer::select_op`] on the differing instructions,
     /// published once.
     pub fn child_pass(&mut self, parent: PassId, insts: &[Inst]) -> Result<PassId, UpdateError> {
-        let pm = self.meta(parent)?.clone();
-        let slot = self.alloc_slot(Some(parent.slot))?;
         let mut insts = insts.to_vec();
-        for (k, i) in insts.iter_mut().enumerate() {
-            let same = pm
-                .insts
-                .get(k)
-                .is_some_and(|p| p.identity() == i.identity());
-            i.set_copied(same);
-        }
+        let (parent_version, had_children) = {
+            let pm = self.meta(parent)?;
+            for (k, i) in insts.iter_mut().enumerate() {
+                let same = pm
+                    .insts
+                    .get(k)
+                    .is_some_and(|p| p.identity() == i.identity());
+                i.set_copied(same);
+            }
+            (pm.version, !pm.children.is_empty())
+        };
+        let slot = self.alloc_slot(Some(parent.slot))?;
         self.slots[slot as usize].meta = Some(Meta {
             insts,
-            parent: Some((parent.slot, pm.version)),
-            children: Vec::new(),
+            parent: Some((parent.slot, parent_version)),
+            children: Default::default(),
             version: next_version(),
         });
-        let had_children = !pm.children.is_empty();
-        self.meta_mut(parent)?.children.push(slot);
+        self.meta_mut(parent)?.children.insert(slot);
         if !had_children {
             self.publish(parent.slot);
         }
@@ -610,6 +634,45 @@ pub struct Reader {
     /// per-packet loop free of pointer chasing.
     flat: Vec<Exec>,
     ends: Vec<usize>,
+    /// The index of [`Reader::run`], valid for the value `index_seen` of `changes`.
+    index: PassIndex,
+    index_seen: u64,
+}
+
+/// Where the keyed instruction reads: the IPv4 source and destination addresses of an
+/// untagged Ethernet frame (26..34).
+const KEY_OFFSET: usize = 26;
+
+/// The passes of a plain filter by the address their first instruction names, and the others.
+#[derive(Default)]
+struct PassIndex {
+    /// Whether the index can serve packets (a plain filter; hierarchical passes run in order).
+    usable: bool,
+    /// Slots of the passes keyed by each address, ascending.
+    keyed: std::collections::HashMap<u32, Vec<u32>, std::hash::BuildHasherDefault<AddrHasher>>,
+    /// Slots of the passes without a key, ascending.
+    rest: Vec<u32>,
+    /// Scratch: the candidate slots of one packet.
+    cand: Vec<u32>,
+}
+
+/// A multiplicative hash for IPv4 addresses (the index is rebuilt per change and probed twice
+/// per packet; SipHash would cost more than the passes it saves).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = u64::from(v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// The largest plain filter copied into the reader's flat array.
@@ -635,10 +698,114 @@ impl Reader {
 
     /// Runs the filter on one packet: the snap length if some pass accepts it, else 0. Each
     /// call pins an epoch; [`Reader::run_batch`] pins once for many packets.
+    ///
+    /// A plain filter (no pass copied from another, or hierarchical execution off) is run
+    /// through an index rebuilt only when the filter changes: passes whose first instruction is
+    /// `ip src or dst host H` are filed under H, so a packet runs the passes of its own two
+    /// addresses and the unkeyed ones, in slot order — the others would fail their first
+    /// instruction, which on a packet of at least 34 bytes cannot abort. The per-packet cost is
+    /// then independent of the number of such passes (an FTP monitor's data connections, an
+    /// IDS's suspicious hosts). The index is used only when the filter did not change during
+    /// the packet (a sequence count around each publication); otherwise, and for other
+    /// filters, every pass is loaded and run in order.
     pub fn run(&mut self, data: &[u8], wire_len: u32) -> u32 {
         let guard = epoch::pin();
+        let before = self.shared.changes.load(Ordering::SeqCst);
+        if before & 1 == 0 && data.len() >= KEY_OFFSET + 8 {
+            if before != self.index_seen {
+                self.build_index(&guard, before);
+            }
+            if self.index.usable {
+                let v = self.run_indexed(data, wire_len, &guard);
+                if self.shared.changes.load(Ordering::SeqCst) == before {
+                    return v;
+                }
+            }
+        }
         self.refresh(&guard);
         self.run_pinned(data, wire_len, &guard)
+    }
+
+    /// Rebuilds the index (O(slots), once per change).
+    fn build_index(&mut self, guard: &Guard, seen: u64) {
+        let shared = &*self.shared;
+        let ix = &mut self.index;
+        ix.keyed.clear();
+        ix.rest.clear();
+        ix.usable = true;
+        let hwm = shared.hwm.load(Ordering::Acquire);
+        let mut passes = 0usize;
+        for slot in 0..hwm {
+            let p = shared.slot(slot, guard);
+            // SAFETY: loaded under `guard`.
+            let Some(pass) = (unsafe { p.as_ref() }) else {
+                continue;
+            };
+            if self.hierarchical && (pass.parent.is_some() || pass.has_children) {
+                ix.usable = false;
+                break;
+            }
+            passes += 1;
+            match pass.key {
+                Some(h) => ix.keyed.entry(h).or_default().push(slot as u32),
+                None => ix.rest.push(slot as u32),
+            }
+        }
+        // A filter without passes accepts everything: the general path says so.
+        ix.usable &= passes > 0;
+        self.index_seen = seen;
+    }
+
+    #[inline(never)]
+    fn run_indexed(&mut self, data: &[u8], wire_len: u32, guard: &Guard) -> u32 {
+        let shared = &*self.shared;
+        let ix = &mut self.index;
+        let addr = |o: usize| u32::from_be_bytes([data[o], data[o + 1], data[o + 2], data[o + 3]]);
+        let (src, dst) = (addr(KEY_OFFSET), addr(KEY_OFFSET + 4));
+        let none: &[u32] = &[];
+        let a = ix.keyed.get(&src).map_or(none, Vec::as_slice);
+        let b = if dst == src {
+            none
+        } else {
+            ix.keyed.get(&dst).map_or(none, Vec::as_slice)
+        };
+        // The candidates in slot order (the order decides which abort comes first).
+        let cand: &[u32] = if a.is_empty() && b.is_empty() {
+            &ix.rest
+        } else {
+            ix.cand.clear();
+            ix.cand.extend_from_slice(&ix.rest);
+            ix.cand.extend_from_slice(a);
+            ix.cand.extend_from_slice(b);
+            ix.cand.sort_unstable();
+            &ix.cand
+        };
+        for &slot in cand {
+            let p = shared.slot(slot as usize, guard);
+            // SAFETY: loaded under `guard`.
+            let Some(pass) = (unsafe { p.as_ref() }) else {
+                continue;
+            };
+            let execs = if self.fusion { &pass.fused } else { &pass.exec };
+            if execs.is_empty() {
+                continue;
+            }
+            let mut ok = true;
+            for e in execs.iter() {
+                match e.eval(data, wire_len) {
+                    Outcome::True => {}
+                    Outcome::False => {
+                        ok = false;
+                        break;
+                    }
+                    Outcome::Abort => return 0,
+                }
+            }
+            if ok {
+                return shared.snaplen;
+            }
+        }
+        0
     }
 
     /// Runs the filter on many packets (one epoch pin for all), one result each into `out`.

@@ -197,7 +197,7 @@ fn dnf(pred: &Pred, id: NodeId, neg: bool) -> Result<Dnf, Unsupported> {
         }
         Node::And(ops) => {
             if neg {
-                union(pred, ops, true)
+                guarded_negation(pred, ops)
             } else {
                 product(pred, ops, false)
             }
@@ -261,6 +261,45 @@ fn union(pred: &Pred, ops: &[NodeId], neg: bool) -> Result<Dnf, Unsupported> {
         out.extend(dnf(pred, o, neg)?);
         if out.len() > MAX_PASSES {
             return Err(too_big());
+        }
+    }
+    Ok(out)
+}
+
+/// `not (o1 and o2 and …)` as `not o1 or (o1 and not o2) or (o1 and o2 and not o3) …`: the
+/// compiled filter tests `o_k` only on packets where `o1 … o_(k-1)` held, and `o_k` may read
+/// bytes that are missing from packets where they did not (`not (ip6 and port 1)` reads the
+/// IPv6 ports only of IPv6 packets). Unguarded, `not o_k` would read them on every packet and
+/// reject a short one outright, even when another pass accepts it.
+fn guarded_negation(pred: &Pred, ops: &[NodeId]) -> Result<Dnf, Unsupported> {
+    let mut out: Dnf = Vec::new();
+    let mut held: Dnf = vec![vec![]];
+    for (k, &o) in ops.iter().enumerate() {
+        out.extend(cross(&held, &dnf(pred, o, true)?)?);
+        if out.len() > MAX_PASSES {
+            return Err(too_big());
+        }
+        if k + 1 < ops.len() {
+            held = cross(&held, &dnf(pred, o, false)?)?;
+            if held.is_empty() {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The DNF of `a and b`.
+fn cross(a: &Dnf, b: &Dnf) -> Result<Dnf, Unsupported> {
+    if a.len().saturating_mul(b.len()) > MAX_PASSES {
+        return Err(too_big());
+    }
+    let mut out = Vec::with_capacity(a.len() * b.len());
+    for x in a {
+        for y in b {
+            let mut p = x.clone();
+            p.extend_from_slice(y);
+            out.push(p);
         }
     }
     Ok(out)

@@ -152,7 +152,7 @@ impl Op {
     }
 
     /// The first parameter holding values (after fixed parameters such as a mask).
-    fn first_value_param(self) -> usize {
+    pub(crate) fn first_value_param(self) -> usize {
         match self {
             Op::Meq8 | Op::Meq16 | Op::Meq32 | Op::Ip4ProtoPorts => 1,
             _ => 0,

@@ -6,6 +6,8 @@
 //!   ([`filter::Writer`]), lock-free readers ([`filter::Reader`]) and hierarchical execution.
 //! - [`build`]: the object-oriented builder (the paper's ooswift) for common primitives.
 //! - [`from_pred`]: the "BPF-friendly" API: a tcpdump expression (as a `Pred`) mapped to passes.
+//! - [`ftpcap`]: the paper's FTPCap application: follow FTP control connections, filter their
+//!   data connections.
 
 #![deny(missing_docs)]
 
@@ -13,6 +15,7 @@ pub mod build;
 mod exec;
 pub mod filter;
 pub mod from_pred;
+pub mod ftpcap;
 pub mod isa;
 
 pub use filter::{PassId, Reader, UpdateError, Writer, open};

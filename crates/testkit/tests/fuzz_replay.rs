@@ -129,21 +129,24 @@ fn lang_targets_on_libpcap_expressions_and_mutations() {
     for e in &exprs {
         fuzz::lang_compile(e.as_bytes());
         fuzz::lang_vs_libpcap(e.as_bytes());
+        fuzz::swift_vs_interp(e.as_bytes());
         let mut m = e.clone().into_bytes();
         if !m.is_empty() {
             let at = rng.below(m.len() as u64) as usize;
             m[at] = *rng.pick(b" ()[]&|!=<>-+*/%^:0123456789abcdefx.andortcpip");
             fuzz::lang_compile(&m);
             fuzz::lang_vs_libpcap(&m);
+            fuzz::swift_vs_interp(&m);
             fuzz::lang_compile(&m[..at]);
             fuzz::lang_vs_libpcap(&m[..at]);
         }
         n += 5;
     }
-    for target in ["lang_compile", "lang_vs_libpcap"] {
+    for target in ["lang_compile", "lang_vs_libpcap", "swift_vs_interp"] {
         for input in stored_inputs(target) {
             fuzz::lang_compile(&input);
             fuzz::lang_vs_libpcap(&input);
+            fuzz::swift_vs_interp(&input);
             n += 1;
         }
     }
