@@ -30,6 +30,10 @@ enum Kind {
     NetEither,
     /// Anything else: run the reference evaluator on the instruction.
     Other,
+    /// Two instructions fused (`parts`): the EtherType test for IPv4 followed by a negated
+    /// `Ip4ProtoPorts` (`ip and not tcp port …`, filter 6 of the paper's Table 5), run as one
+    /// evaluator without a second indirect call.
+    Ip4ThenNotPorts,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +159,7 @@ impl Exec {
         let r = match self.kind {
             Kind::Nop => Outcome::True,
             Kind::Other => return crate::isa::eval(&self.inst, p, wire_len),
+            Kind::Ip4ThenNotPorts => return self.parts_one_by_one(p, wire_len),
             Kind::HostSet => {
                 let (Some(s), Some(d)) = (be32(p, self.off), be32(p, self.off + 4)) else {
                     return self.parts_one_by_one(p, wire_len);
@@ -444,6 +449,25 @@ pub(crate) fn fuse(execs: &[Exec]) -> Vec<Exec> {
     let mut k = 0;
     while k < execs.len() {
         let e = &execs[k];
+        // `ip` then `not (tcp|udp … port …)` on the same IPv4 header: one evaluator.
+        if e.kind == Kind::D(2, Test::Eq)
+            && !e.neg
+            && e.off == 12
+            && e.vals.iter().all(|&v| v == 0x0800)
+            && e.any
+            && let Some(n) = execs.get(k + 1)
+            && n.kind == Kind::Ip4ProtoPorts
+            && n.neg
+            && n.off == 14
+        {
+            let mut f = e.clone();
+            f.kind = Kind::Ip4ThenNotPorts;
+            f.run = ip4_then_not_ports;
+            f.parts = vec![e.clone(), n.clone()].into_boxed_slice();
+            out.push(f);
+            k += 2;
+            continue;
+        }
         let is_part = |x: &Exec| x.kind == Kind::HostEither && x.neg && x.off == e.off && x.any;
         if is_part(e) {
             let mut j = k + 1;
@@ -475,6 +499,16 @@ pub(crate) fn fuse(execs: &[Exec]) -> Vec<Exec> {
         k += 1;
     }
     out
+}
+
+/// A fused `Ip4ThenNotPorts`: the EtherType at 12 is IPv4 (else the pass fails; too short
+/// aborts, as the first part would), then the negated `Ip4ProtoPorts` of the second part.
+fn ip4_then_not_ports(e: &Exec, p: &[u8], w: u32) -> Outcome {
+    match be16(p, 12) {
+        None => Outcome::Abort,
+        Some(0x0800) => ip4_proto_ports::<true>(&e.parts[1], p, w),
+        Some(_) => Outcome::False,
+    }
 }
 
 /// Whether `v` is in the sorted `set`: outside its range first (the usual case, one predictable
@@ -577,5 +611,56 @@ mod tests {
             };
             assert_eq!(run(&fused), run(&execs), "{insts:?} on {pkt:?}");
         }
+    }
+
+    #[test]
+    fn fused_ip_then_not_ports_matches_its_parts() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let ip = crate::build::ether_type(&[0x0800]);
+        let mut fused_seen = 0;
+        for _ in 0..50_000 {
+            let proto = [6u8, 17, 132][(next() % 3) as usize];
+            let ports: Vec<u16> = (0..1 + next() % 4).map(|_| (next() % 4) as u16).collect();
+            let insts = vec![
+                ip,
+                crate::build::not(crate::build::ip4_proto_ports(proto, &ports)),
+            ];
+            let execs: Vec<Exec> = insts.iter().map(Exec::new).collect();
+            let fused = fuse(&execs);
+            fused_seen += usize::from(fused.len() == 1);
+            // Frames that are IPv4 or not, any protocol, fragments, IHL 5..7, ports 0..3,
+            // cut anywhere.
+            let mut pkt = vec![0u8; 14 + 28 + 4];
+            pkt[12..14].copy_from_slice(if next() % 4 == 0 {
+                &[0x86, 0xdd]
+            } else {
+                &[8, 0]
+            });
+            pkt[14] = 0x45 + (next() % 3) as u8;
+            pkt[20] = if next() % 5 == 0 { 0x20 } else { 0 };
+            pkt[21] = (next() % 2) as u8;
+            pkt[23] = [6u8, 17, 132, 1][(next() % 4) as usize];
+            let l1 = 14 + 4 * usize::from(pkt[14] & 0xf);
+            pkt[l1 + 1] = (next() % 4) as u8;
+            pkt[l1 + 3] = (next() % 4) as u8;
+            pkt.truncate((next() % (pkt.len() as u64 + 1)) as usize);
+            let run = |es: &[Exec]| {
+                for e in es {
+                    match e.eval(&pkt, 0) {
+                        Outcome::True => {}
+                        r => return r,
+                    }
+                }
+                Outcome::True
+            };
+            assert_eq!(run(&fused), run(&execs), "{insts:?} on {pkt:?}");
+        }
+        assert!(fused_seen > 40_000, "the pair was not fused");
     }
 }

@@ -790,19 +790,10 @@ impl Reader {
             if execs.is_empty() {
                 continue;
             }
-            let mut ok = true;
-            for e in execs.iter() {
-                match e.eval(data, wire_len) {
-                    Outcome::True => {}
-                    Outcome::False => {
-                        ok = false;
-                        break;
-                    }
-                    Outcome::Abort => return 0,
-                }
-            }
-            if ok {
-                return shared.snaplen;
+            match pass_holds(execs, data, wire_len) {
+                Some(true) => return shared.snaplen,
+                Some(false) => {}
+                None => return 0,
             }
         }
         0
@@ -930,21 +921,11 @@ impl Reader {
             };
             if inherited.is_none() && !pass.has_children {
                 // The plain loop: no results to reuse or to keep.
-                let mut ok = true;
-                for e in pass.exec.iter() {
-                    match e.eval(data, wire_len) {
-                        Outcome::True => {}
-                        Outcome::False => {
-                            ok = false;
-                            break;
-                        }
-                        Outcome::Abort => return 0,
-                    }
+                match pass_holds(&pass.exec, data, wire_len) {
+                    Some(true) => return snaplen,
+                    Some(false) => continue,
+                    None => return 0,
                 }
-                if ok {
-                    return snaplen;
-                }
-                continue;
             }
             let (mut held, mut failed) = (0u64, 0u64);
             let mut ok = true;
@@ -983,6 +964,20 @@ impl Reader {
         }
         0
     }
+}
+
+/// Runs one pass's instructions in order: `Some(true)` when all hold, `Some(false)` when one
+/// fails, `None` when one aborts the packet (a read past the captured bytes).
+#[inline(always)]
+fn pass_holds(execs: &[Exec], data: &[u8], wire_len: u32) -> Option<bool> {
+    for e in execs {
+        match e.eval(data, wire_len) {
+            Outcome::True => {}
+            Outcome::False => return Some(false),
+            Outcome::Abort => return None,
+        }
+    }
+    Some(true)
 }
 
 /// Runs passes none of which is a parent or a copy (the common static case).
