@@ -540,65 +540,153 @@ impl XorShift64 {
     }
 }
 
+/// The shape of the synthetic traffic of [`Mix::generate`]: which kinds of packets in which
+/// proportions, between how many hosts, to which ports, with which payload sizes and gaps. The
+/// default is [`mixed_traffic`]'s mix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mix {
+    /// Relative weights of TCP/IPv4, TCP/IPv6, UDP/IPv4, UDP/IPv6, ICMP echo request (IPv4),
+    /// ICMPv6 echo reply and ARP request (default 3, 1, 2, 1, 1, 1, 1). At least one non-zero.
+    pub weights: [u64; 7],
+    /// One frame in this many is VLAN-tagged (with a random VLAN id); 0: none (default 5).
+    pub vlan_one_in: u64,
+    /// Clients, 198.18.0.1 and up / 2001:db8::1 and up (1-250, default 200).
+    pub clients: u64,
+    /// Servers, 198.19.0.1 and up / 2001:db8::1:1 and up (1-250, default 8).
+    pub servers: u64,
+    /// Server ports of TCP over IPv4, picked uniformly (default 80, 443, 22; IPv6 TCP goes to
+    /// 443, UDP to 53).
+    pub tcp_ports: Vec<u16>,
+    /// Largest payload in bytes; sizes are uniform from 0 (default 63).
+    pub max_payload: u64,
+    /// Smallest gap between packets and the random extra on top, in nanoseconds (default 1 ms
+    /// and up to 4 ms more).
+    pub gap_ns: (u64, u64),
+}
+
+impl Default for Mix {
+    fn default() -> Mix {
+        Mix {
+            weights: [3, 1, 2, 1, 1, 1, 1],
+            vlan_one_in: 5,
+            clients: 200,
+            servers: 8,
+            tcp_ports: vec![80, 443, 22],
+            max_payload: 63,
+            gap_ns: (1_000_000, 4_000_000),
+        }
+    }
+}
+
+impl Mix {
+    /// Why this shape cannot be generated, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.weights.iter().all(|&w| w == 0) {
+            return Err("every packet kind has weight 0".into());
+        }
+        if self.weights.iter().any(|&w| w > 1_000_000) {
+            return Err("a weight is larger than 1000000".into());
+        }
+        if !(1..=250).contains(&self.clients) || !(1..=250).contains(&self.servers) {
+            return Err("clients and servers must be 1 to 250".into());
+        }
+        if self.tcp_ports.is_empty() {
+            return Err("no TCP port to send to".into());
+        }
+        if self.max_payload > 1400 {
+            return Err("payloads are at most 1400 bytes".into());
+        }
+        if self.gap_ns.0.saturating_add(self.gap_ns.1) > 3_600_000_000_000 {
+            return Err("gaps are at most an hour".into());
+        }
+        Ok(())
+    }
+
+    /// `count` packets of this shape; the same `seed` always gives the same packets.
+    ///
+    /// # Panics
+    ///
+    /// When [`Mix::check`] fails.
+    pub fn generate(&self, seed: u64, count: usize) -> Vec<Packet> {
+        if let Err(e) = self.check() {
+            panic!("invalid mix: {e}");
+        }
+        let mut rng = XorShift64::new(seed);
+        let mut nanos: i128 = 1_700_000_000 * 1_000_000_000;
+        let total: u64 = self.weights.iter().sum();
+        let mut packets = Vec::with_capacity(count);
+        for i in 0..count {
+            nanos += i128::from(self.gap_ns.0) + i128::from(rng.below(self.gap_ns.1));
+            let client = rng.below(self.clients) as u8 + 1;
+            let server = rng.below(self.servers) as u8 + 1;
+            let c4 = [198, 18, 0, client];
+            let s4 = [198, 19, 0, server];
+            let mut c6 = [0u8; 16];
+            c6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+            let mut s6 = c6;
+            c6[15] = client;
+            s6[14] = 1;
+            s6[15] = server;
+            let cmac = [2, 0, 0, 0, 0, client];
+            let smac = [2, 0, 0, 0, 1, server];
+            let sport = 32768 + rng.below(28000) as u16;
+            let mut body = vec![0u8; rng.below(self.max_payload + 1) as usize];
+            rng.fill(&mut body);
+            let b = FrameBuilder::new().src_mac(cmac).dst_mac(smac);
+            // The kind whose cumulative weight range holds the draw.
+            let draw = rng.below(total);
+            let mut kind = 0;
+            let mut acc = 0;
+            for (k, &w) in self.weights.iter().enumerate() {
+                acc += w;
+                if draw < acc {
+                    kind = k;
+                    break;
+                }
+            }
+            let b = match kind {
+                0 => {
+                    let port = self.tcp_ports[rng.below(self.tcp_ports.len() as u64) as usize];
+                    let flags = [TCP_SYN, TCP_ACK, TCP_PSH | TCP_ACK, TCP_FIN | TCP_ACK]
+                        [rng.below(4) as usize];
+                    b.ipv4(c4, s4)
+                        .ip_id(i as u16)
+                        .tcp(sport, port, flags)
+                        .tcp_seq(rng.next_u64() as u32, rng.next_u64() as u32)
+                        .payload(&body)
+                }
+                1 => b.ipv6(c6, s6).tcp(sport, 443, TCP_ACK).payload(&body),
+                2 => b.ipv4(c4, s4).udp(sport, 53).payload(&body),
+                3 => b.ipv6(c6, s6).udp(sport, 53).payload(&body),
+                4 => b
+                    .ipv4(c4, s4)
+                    .icmp_echo_request(client.into(), i as u16)
+                    .payload(&body),
+                5 => b
+                    .ipv6(c6, s6)
+                    .icmp_echo_reply(client.into(), i as u16)
+                    .payload(&body),
+                _ => b.arp_request(c4, s4),
+            };
+            let b = if self.vlan_one_in != 0 && rng.below(self.vlan_one_in) == 0 {
+                b.vlan(rng.below(4094) as u16 + 1)
+            } else {
+                b
+            };
+            packets.push(b.pad_to(60).build_packet(Timestamp::from_nanos(nanos)));
+        }
+        packets
+    }
+}
+
 /// A reproducible mix of `count` Ethernet packets: TCP (HTTP, HTTPS, SSH), UDP (DNS), ICMP echo
 /// over IPv4 and IPv6, ARP, some of them VLAN-tagged, between hosts of 198.18.0.0/15 and
-/// 2001:db8::/32, one to a few milliseconds apart starting at 2023-11-14 22:13:20 UTC.
+/// 2001:db8::/32, one to a few milliseconds apart starting at 2023-11-14 22:13:20 UTC: the
+/// default [`Mix`].
 ///
 /// The same `seed` always gives the same packets.
 pub fn mixed_traffic(seed: u64, count: usize) -> Vec<Packet> {
-    let mut rng = XorShift64::new(seed);
-    let mut nanos: i128 = 1_700_000_000 * 1_000_000_000;
-    let mut packets = Vec::with_capacity(count);
-    for i in 0..count {
-        nanos += 1_000_000 + i128::from(rng.below(4_000_000));
-        let client = rng.below(200) as u8 + 1;
-        let server = rng.below(8) as u8 + 1;
-        let c4 = [198, 18, 0, client];
-        let s4 = [198, 19, 0, server];
-        let mut c6 = [0u8; 16];
-        c6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-        let mut s6 = c6;
-        c6[15] = client;
-        s6[14] = 1;
-        s6[15] = server;
-        let cmac = [2, 0, 0, 0, 0, client];
-        let smac = [2, 0, 0, 0, 1, server];
-        let sport = 32768 + rng.below(28000) as u16;
-        let mut body = vec![0u8; rng.below(64) as usize];
-        rng.fill(&mut body);
-        let b = FrameBuilder::new().src_mac(cmac).dst_mac(smac);
-        let b = match rng.below(10) {
-            0..=2 => {
-                let port = [80, 443, 22][rng.below(3) as usize];
-                let flags =
-                    [TCP_SYN, TCP_ACK, TCP_PSH | TCP_ACK, TCP_FIN | TCP_ACK][rng.below(4) as usize];
-                b.ipv4(c4, s4)
-                    .ip_id(i as u16)
-                    .tcp(sport, port, flags)
-                    .tcp_seq(rng.next_u64() as u32, rng.next_u64() as u32)
-                    .payload(&body)
-            }
-            3 => b.ipv6(c6, s6).tcp(sport, 443, TCP_ACK).payload(&body),
-            4 | 5 => b.ipv4(c4, s4).udp(sport, 53).payload(&body),
-            6 => b.ipv6(c6, s6).udp(sport, 53).payload(&body),
-            7 => b
-                .ipv4(c4, s4)
-                .icmp_echo_request(client.into(), i as u16)
-                .payload(&body),
-            8 => b
-                .ipv6(c6, s6)
-                .icmp_echo_reply(client.into(), i as u16)
-                .payload(&body),
-            _ => b.arp_request(c4, s4),
-        };
-        let b = if rng.below(5) == 0 {
-            b.vlan(rng.below(4094) as u16 + 1)
-        } else {
-            b
-        };
-        packets.push(b.pad_to(60).build_packet(Timestamp::from_nanos(nanos)));
-    }
-    packets
+    Mix::default().generate(seed, count)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use netsift::capture::ftp::FtpWorkload;
-use netsift::capture::generate::mixed_traffic;
+use netsift::capture::generate::Mix;
 use netsift::capture::live::Sender;
 use netsift::capture::{CaptureReader, LinkType, Packet, PcapWriter, Precision};
 
@@ -41,6 +41,23 @@ pub struct Args {
     /// connections announced by 227/229 replies and started one by one, in background traffic.
     #[arg(long, conflicts_with = "mix")]
     ftp: bool,
+    /// The mix: relative weights of TCP/IPv4, TCP/IPv6, UDP/IPv4, UDP/IPv6, ICMP, ICMPv6 and
+    /// ARP packets.
+    #[arg(long, value_name = "W,W,W,W,W,W,W", value_delimiter = ',', conflicts_with_all = ["ftp", "read", "iface"])]
+    weights: Option<Vec<u64>>,
+    /// The mix: VLAN-tag one frame in N (0: none; default 5).
+    #[arg(long, value_name = "N", conflicts_with_all = ["ftp", "read", "iface"])]
+    vlan_one_in: Option<u64>,
+    /// The mix: clients (198.18.0.1 and up, default 200) and servers (198.19.0.1 and up,
+    /// default 8).
+    #[arg(long, value_name = "CLIENTS,SERVERS", value_delimiter = ',', conflicts_with_all = ["ftp", "read", "iface"])]
+    hosts: Option<Vec<u64>>,
+    /// The mix: server ports of TCP over IPv4 (default 80,443,22).
+    #[arg(long, value_name = "PORT,...", value_delimiter = ',', conflicts_with_all = ["ftp", "read", "iface"])]
+    tcp_ports: Option<Vec<u16>>,
+    /// The mix: largest payload in bytes (default 63).
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["ftp", "read", "iface"])]
+    max_payload: Option<u64>,
     /// --ftp: servers.
     #[arg(long, value_name = "N", default_value = "10", requires = "ftp")]
     servers: usize,
@@ -171,6 +188,37 @@ pub fn run(args: Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The mix the flags describe.
+fn mix_of(args: &Args) -> Result<Mix> {
+    let mut m = Mix::default();
+    if let Some(w) = &args.weights {
+        if w.len() != m.weights.len() {
+            bail!(
+                "--weights takes 7 numbers (TCP/IPv4, TCP/IPv6, UDP/IPv4, UDP/IPv6, ICMP, ICMPv6, ARP), not {}",
+                w.len()
+            );
+        }
+        m.weights.copy_from_slice(w);
+    }
+    if let Some(v) = args.vlan_one_in {
+        m.vlan_one_in = v;
+    }
+    if let Some(h) = &args.hosts {
+        let [c, s] = h[..] else {
+            bail!("--hosts takes two numbers, CLIENTS,SERVERS");
+        };
+        (m.clients, m.servers) = (c, s);
+    }
+    if let Some(p) = &args.tcp_ports {
+        m.tcp_ports = p.clone();
+    }
+    if let Some(b) = args.max_payload {
+        m.max_payload = b;
+    }
+    m.check().map_err(|e| anyhow::anyhow!("the mix: {e}"))?;
+    Ok(m)
+}
+
 fn ftp_workload(args: &Args) -> Result<netsift::capture::ftp::FtpTrace> {
     if args.servers == 0 || args.servers > 250 || args.connections == 0 {
         bail!("--ftp needs 1 to 250 --servers and at least one connection per server");
@@ -222,7 +270,7 @@ fn write(args: &Args, out: &std::path::Path) -> Result<ExitCode> {
         if n > MAX_GENERATED {
             bail!("-c {n}: at most {MAX_GENERATED} packets of the mix");
         }
-        mixed_traffic(args.mix.unwrap_or(1), n as usize)
+        mix_of(args)?.generate(args.mix.unwrap_or(1), n as usize)
     };
     let limit = args.count.unwrap_or(u64::MAX);
     // Write next to the target and rename, so a failure leaves no half-written file behind.

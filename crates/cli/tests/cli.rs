@@ -392,3 +392,71 @@ fn gen_refuses_bad_requests() {
     }
     assert!(!Path::new("/nonexistent-dir/x.netsift-tmp").exists());
 }
+
+#[test]
+fn gen_mix_takes_its_shape_from_the_flags() {
+    let file = tmp("mix-arp.pcap");
+    let f = file.to_str().unwrap();
+    let o = netsift(&[
+        "gen",
+        "-w",
+        f,
+        "--mix",
+        "3",
+        "-c",
+        "300",
+        "--weights",
+        "0,0,0,0,0,0,1",
+        "--vlan-one-in",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut r = CaptureReader::open(&file).unwrap();
+    let mut n = 0;
+    while let Some(p) = r.next_packet() {
+        assert_eq!(&p.unwrap().data[12..14], &[8, 6], "only untagged ARP");
+        n += 1;
+    }
+    assert_eq!(n, 300);
+    let o = netsift(&[
+        "gen",
+        "-w",
+        f,
+        "-c",
+        "200",
+        "--weights",
+        "1,0,0,0,0,0,0",
+        "--vlan-one-in",
+        "0",
+        "--tcp-ports",
+        "8080,8443",
+        "--hosts",
+        "3,2",
+        "--max-payload",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut r = CaptureReader::open(&file).unwrap();
+    let mut ports = std::collections::BTreeSet::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.unwrap();
+        assert_eq!(p.data[23], 6);
+        assert!(p.data[33] <= 2 && p.data[29] <= 3, "hosts");
+        assert_eq!(p.data.len(), 60, "no payload: padded to 60");
+        ports.insert(u16::from_be_bytes([p.data[36], p.data[37]]));
+    }
+    assert_eq!(ports.into_iter().collect::<Vec<_>>(), vec![8080, 8443]);
+    for bad in [
+        &["--weights", "0,0,0,0,0,0,0"][..],
+        &["--hosts", "0,5"],
+        &["--weights", "1,2"],
+        &["--max-payload", "5000"],
+        &["--tcp-ports", "80", "--ftp"],
+    ] {
+        let mut args = vec!["gen", "-w", f];
+        args.extend_from_slice(bad);
+        let o = netsift(&args);
+        assert!(!o.status.success(), "{bad:?} succeeded");
+        assert!(!stderr(&o).is_empty());
+    }
+}
