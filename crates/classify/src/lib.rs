@@ -1,0 +1,35 @@
+//! Rule-set classification (the HiTables paper, "Trees in the List"): rules over packet header
+//! fields, first match wins.
+//!
+//! - [`rule`]: the rule model — five fields as inclusive ranges (source and destination IPv4
+//!   address, source and destination port, protocol), in priority order.
+//! - [`classbench`]: ClassBench rule sets and header traces (the traces carry the index of the
+//!   first matching rule: a golden answer key).
+//! - [`linear`]: the reference engine, a scan in priority order.
+//!
+//! ```
+//! use netsift_classify::{classbench, linear::Linear, Classifier, Header};
+//!
+//! let rules = classbench::parse_rules(
+//!     "@10.0.0.0/8 0.0.0.0/0 0 : 65535 80 : 80 0x06/0xFF\n@0.0.0.0/0 0.0.0.0/0 0 : 65535 0 : 65535 0x00/0x00\n",
+//! )
+//! .unwrap();
+//! let engine = Linear::new(&rules);
+//! let web = Header([0x0a01_0203, 0xc612_0001, 40000, 80, 6]);
+//! assert_eq!(engine.classify(&web), Some(0));
+//! assert_eq!(engine.classify(&Header([0x0b00_0001, 0, 1, 2, 17])), Some(1));
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod classbench;
+pub mod linear;
+pub mod rule;
+
+pub use rule::{Field, Header, Range, Rule};
+
+/// A classifier: the index (priority order, 0 first) of the first rule that matches a header.
+pub trait Classifier {
+    /// The first matching rule, or `None` when no rule matches.
+    fn classify(&self, h: &Header) -> Option<usize>;
+}

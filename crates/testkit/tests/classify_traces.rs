@@ -1,0 +1,57 @@
+//! Every ClassBench trace of the shared data against its rule set: the trace's last column is
+//! the 1-based index of the first matching rule, and every engine must give it for every header.
+
+use std::fs;
+
+use netsift_classify::{Classifier, classbench, linear::Linear};
+use netsift_testkit::data;
+
+/// The nine (rule set, trace) pairs of `classbench/ehzuf-HyperSplit`.
+fn pairs() -> Vec<(
+    String,
+    Vec<netsift_classify::Rule>,
+    Vec<classbench::TraceEntry>,
+)> {
+    let root = data::dir().join("classbench/ehzuf-HyperSplit");
+    let mut out = Vec::new();
+    for set in [
+        "acl1", "acl1_1K", "acl1_10K", "fw1", "fw1_1K", "fw1_10K", "ipc1", "ipc1_1K", "ipc1_10K",
+    ] {
+        let rules = fs::read_to_string(root.join("rules").join(set))
+            .unwrap_or_else(|e| panic!("{set}: {e}"));
+        let trace = fs::read_to_string(root.join("traces").join(format!("{set}_trace")))
+            .unwrap_or_else(|e| panic!("{set}_trace: {e}"));
+        let rules = classbench::parse_rules(&rules).unwrap_or_else(|e| panic!("{set}: {e}"));
+        let trace = classbench::parse_trace(&trace).unwrap_or_else(|e| panic!("{set}_trace: {e}"));
+        out.push((set.to_string(), rules, trace));
+    }
+    out
+}
+
+#[test]
+fn linear_gives_every_traces_answer() {
+    let mut total = 0;
+    for (set, rules, trace) in pairs() {
+        assert!(!rules.is_empty() && !trace.is_empty(), "{set}: empty");
+        let engine = Linear::new(&rules);
+        for (i, t) in trace.iter().enumerate() {
+            let answer = t
+                .answer
+                .unwrap_or_else(|| panic!("{set}_trace line {}: no answer", i + 1));
+            assert_eq!(
+                engine.classify(&t.header).map(|r| r + 1),
+                Some(answer),
+                "{set}_trace line {}: {}",
+                i + 1,
+                t.header
+            );
+        }
+        println!(
+            "{set}: {} rules, {} headers, 0 mismatches",
+            rules.len(),
+            trace.len()
+        );
+        total += trace.len();
+    }
+    assert!(total > 300_000, "only {total} headers");
+}
