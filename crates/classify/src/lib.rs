@@ -6,6 +6,8 @@
 //! - [`classbench`]: ClassBench rule sets and header traces (the traces carry the index of the
 //!   first matching rule: a golden answer key).
 //! - [`linear`]: the reference engine, a scan in priority order.
+//! - [`hicuts`]: HiCuts decision trees (equal cuts, `binth`, `spfac`), with shared subtrees and a
+//!   budget against replication.
 //!
 //! ```
 //! use netsift_classify::{classbench, linear::Linear, Classifier, Header};
@@ -23,6 +25,7 @@
 #![deny(missing_docs)]
 
 pub mod classbench;
+pub mod hicuts;
 pub mod linear;
 pub mod rule;
 

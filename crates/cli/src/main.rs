@@ -7,6 +7,7 @@
 
 mod cmd_bench;
 mod cmd_capture;
+mod cmd_classify;
 mod cmd_compile;
 mod cmd_demo;
 mod cmd_filter;
@@ -43,6 +44,8 @@ enum Command {
     /// Make test traffic (a synthetic mix, the FTP workload, a capture file): write it to a file
     /// or send it onto an interface.
     Gen(cmd_gen::Args),
+    /// Classify the headers of a ClassBench trace against a rule set (first match wins).
+    Classify(cmd_classify::Args),
     /// Follow FTP control connections in a capture and keep their data connections (Swift's
     /// FTPCap: the filter is updated in place as connections open and close).
     Ftpcap(cmd_ftpcap::Args),
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Capture(args) => cmd_capture::run(args),
         Command::Gen(args) => cmd_gen::run(args),
         Command::Ftpcap(args) => cmd_ftpcap::run(args),
+        Command::Classify(args) => cmd_classify::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Bench(args) => cmd_bench::run(args),
     };
