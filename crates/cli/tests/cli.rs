@@ -460,3 +460,66 @@ fn gen_mix_takes_its_shape_from_the_flags() {
         assert!(!stderr(&o).is_empty());
     }
 }
+
+#[test]
+fn classify_reports_mismatches_and_bad_lines() {
+    let rules = tmp("cb.rules");
+    std::fs::write(
+        &rules,
+        "@10.0.0.0/8 0.0.0.0/0 0 : 65535 80 : 80 0x06/0xFF\n@0.0.0.0/0 0.0.0.0/0 0 : 65535 0 : 65535 0x00/0x00\n",
+    )
+    .unwrap();
+    let good = tmp("cb.trace");
+    // 10.1.2.3 -> 198.18.0.1:80/tcp is rule 1; the rest rule 2.
+    std::fs::write(
+        &good,
+        "167838211 3323068417 40000 80 6 1\n167838211 3323068417 40000 81 6 2\n",
+    )
+    .unwrap();
+    for engine in ["linear", "hicuts"] {
+        let o = netsift(&[
+            "classify",
+            "--rules",
+            rules.to_str().unwrap(),
+            "--trace",
+            good.to_str().unwrap(),
+            "--engine",
+            engine,
+            "--stats",
+        ]);
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        assert!(
+            stdout(&o).contains("2 rules, 2 headers: 0 mismatches"),
+            "{}",
+            stdout(&o)
+        );
+        assert!(stdout(&o).contains("lookups/s"), "{}", stdout(&o));
+    }
+    let wrong = tmp("cb-wrong.trace");
+    std::fs::write(&wrong, "167838211 3323068417 40000 80 6 2\n").unwrap();
+    let o = netsift(&[
+        "classify",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--trace",
+        wrong.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stdout(&o).contains("1 mismatches"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("rule 2 expected, 1 found"),
+        "{}",
+        stderr(&o)
+    );
+    let bad = tmp("cb-bad.rules");
+    std::fs::write(&bad, "@10.0.0.0/8 0.0.0.0/0 0 : 65535 80 : 80 0x06/0xFF\n@1.2.3.4/40 0.0.0.0/0 0 : 1 0 : 1 0x06/0xFF\n").unwrap();
+    let o = netsift(&[
+        "classify",
+        "--rules",
+        bad.to_str().unwrap(),
+        "--trace",
+        good.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("line 2, column 10"), "{}", stderr(&o));
+}
