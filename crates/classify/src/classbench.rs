@@ -152,18 +152,22 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Read a ClassBench rule set.
-pub fn parse_rules(text: &str) -> Result<Vec<Rule>, Error> {
-    let mut rules = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+/// A cursor on each line of `text` that holds more than whitespace.
+fn non_blank_lines(text: &str) -> impl Iterator<Item = Cursor<'_>> {
+    text.lines().enumerate().filter_map(|(i, line)| {
         let mut c = Cursor {
             text: line,
             at: 0,
             line: i + 1,
         };
-        if c.at_end() {
-            continue;
-        }
+        (!c.at_end()).then_some(c)
+    })
+}
+
+/// Read a ClassBench rule set.
+pub fn parse_rules(text: &str) -> Result<Vec<Rule>, Error> {
+    let mut rules = Vec::new();
+    for mut c in non_blank_lines(text) {
         c.expect('@', "`@` starting a rule")?;
         let sa = c.prefix("the source address")?;
         let da = c.prefix("the destination address")?;
@@ -189,7 +193,7 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, Error> {
         }
         rules.push(Rule {
             fields: [sa, da, sp, dp, proto],
-            line: i + 1,
+            line: c.line,
         });
     }
     Ok(rules)
@@ -208,15 +212,7 @@ pub struct TraceEntry {
 /// Read a ClassBench header trace (columns beyond the sixth are ignored).
 pub fn parse_trace(text: &str) -> Result<Vec<TraceEntry>, Error> {
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let mut c = Cursor {
-            text: line,
-            at: 0,
-            line: i + 1,
-        };
-        if c.at_end() {
-            continue;
-        }
+    for mut c in non_blank_lines(text) {
         let h = Header([
             c.number("the source address", u64::from(u32::MAX))?,
             c.number("the destination address", u64::from(u32::MAX))?,

@@ -534,17 +534,21 @@ fn lanes(vals: &[u32; 7], v: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::isa::eval;
 
-    #[test]
-    fn decoded_form_matches_the_reference() {
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let mut next = || {
+    /// A xorshift generator for the randomised tests.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
-        };
+        }
+    }
+    use crate::isa::eval;
+
+    #[test]
+    fn decoded_form_matches_the_reference() {
+        let mut next = xorshift(0x1234_5678_9abc_def0u64);
         for _ in 0..200_000 {
             let op = Op::ALL[(next() % Op::ALL.len() as u64) as usize];
             let mode = [Mode::D, Mode::L1, Mode::L2, Mode::L1A][(next() % 4) as usize];
@@ -576,13 +580,7 @@ mod tests {
 
     #[test]
     fn fused_host_runs_match_their_parts() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15u64);
         for _ in 0..20_000 {
             let k = 1 + (next() % 5) as usize;
             let insts: Vec<Inst> = (0..k)
@@ -615,13 +613,7 @@ mod tests {
 
     #[test]
     fn fused_ip_then_not_ports_matches_its_parts() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1du64);
         let ip = crate::build::ether_type(&[0x0800]);
         let mut fused_seen = 0;
         for _ in 0..50_000 {
