@@ -394,32 +394,9 @@ impl Writer {
     /// Copies a pass into a new slot after it, every instruction marked "copied", and makes it
     /// a child of the original for hierarchical execution. `SPF_DupPass`.
     pub fn dup_pass(&mut self, id: PassId) -> Result<PassId, UpdateError> {
-        let (mut insts, parent_version, had_children) = {
-            let p = self.meta(id)?;
-            (p.insts.clone(), p.version, !p.children.is_empty())
-        };
-        let slot = self.alloc_slot(Some(id.slot))?;
-        for i in &mut insts {
-            i.set_copied(true);
-        }
-        self.slots[slot as usize].meta = Some(Meta {
-            insts,
-            parent: Some((id.slot, parent_version)),
-            children: Default::default(),
-            version: next_version(),
-        });
-        // The parent now records its results for its children.
-        self.meta_mut(id)?.children.insert(slot);
-        if !had_children {
-            self.publish(id.slot);
-        }
-        self.publish(slot);
-        self.set_bounds();
-        self.shared.live.fetch_add(1, Ordering::Relaxed);
-        Ok(PassId {
-            slot,
-            generation: self.slots[slot as usize].generation,
-        })
+        // Every instruction equals the parent's, so every one is marked copied.
+        let insts = self.meta(id)?.insts.clone();
+        self.child_pass(id, &insts)
     }
 
     /// Creates a copy of pass `parent` whose instructions are `insts`: those equal to the

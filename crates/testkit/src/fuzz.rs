@@ -60,13 +60,10 @@ pub fn bpf_text(data: &[u8]) {
     let _ = asm::parse_any(text);
 }
 
-/// Split `data` into a program (8-byte instructions, count in the first byte) and a packet;
-/// validate the program under both rule sets and run it. Programs the kernel accepts (forward
-/// jumps, initialised scratch memory) must give libpcap's `bpf_filter` result.
-pub fn bpf_run(data: &[u8]) {
-    let Some((&n, rest)) = data.split_first() else {
-        return;
-    };
+/// The fuzz encoding of a program and a packet: the first byte (mod 64) counts 8-byte
+/// instructions (little-endian `code`, `jt`, `jf`, `k`), the rest is the packet.
+fn split_program(data: &[u8]) -> Option<(Program, &[u8])> {
+    let (&n, rest) = data.split_first()?;
     let n = usize::from(n % 64).min(rest.len() / 8);
     let (code, packet) = rest.split_at(n * 8);
     let insns: Vec<Insn> = code
@@ -78,7 +75,16 @@ pub fn bpf_run(data: &[u8]) {
             k: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
         })
         .collect();
-    let program = Program::new(insns);
+    Some((Program::new(insns), packet))
+}
+
+/// Split `data` into a program (8-byte instructions, count in the first byte) and a packet;
+/// validate the program under both rule sets and run it. Programs the kernel accepts (forward
+/// jumps, initialised scratch memory) must give libpcap's `bpf_filter` result.
+pub fn bpf_run(data: &[u8]) {
+    let Some((program, packet)) = split_program(data) else {
+        return;
+    };
     let wire_len = packet.len() as u32 + u32::from(data[0] & 0x3);
     let kernel_ok = validate(&program, Rules::Kernel).is_ok();
     match Filter::new(program.clone(), Rules::Libpcap) {
@@ -250,21 +256,9 @@ pub fn lang_vs_libpcap(data: &[u8]) {
 /// accept the program, the JIT must compile it and return the interpreter's value on the packet
 /// and on every prefix of it.
 pub fn jit_vs_interp(data: &[u8]) {
-    let Some((&n, rest)) = data.split_first() else {
+    let Some((program, packet)) = split_program(data) else {
         return;
     };
-    let n = usize::from(n % 64).min(rest.len() / 8);
-    let (code, packet) = rest.split_at(n * 8);
-    let insns: Vec<Insn> = code
-        .chunks_exact(8)
-        .map(|c| Insn {
-            code: u16::from_le_bytes([c[0], c[1]]),
-            jt: c[2],
-            jf: c[3],
-            k: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
-        })
-        .collect();
-    let program = Program::new(insns);
     let Ok(interp) = Filter::new(program.clone(), Rules::Libpcap) else {
         return;
     };
