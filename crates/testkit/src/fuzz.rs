@@ -356,3 +356,58 @@ pub fn swift_vs_interp(data: &[u8]) {
         );
     }
 }
+
+/// Feed `data`, cut into frames (a length byte, then that many bytes), to an FTPCap tracker and
+/// a Swift filter following it: nothing may panic; every data connection it opens is one it
+/// had not open, and every pass it adds is removed again when that connection closes.
+pub fn ftpcap_tracker(data: &[u8]) {
+    use netsift_swift::ftpcap::{Event, SwiftFtpCap, Tracker};
+    let (w, mut r) = netsift_swift::open(65_535);
+    let mut cap = SwiftFtpCap::new(w).expect("an empty filter");
+    let mut tracker = Tracker::new();
+    let mut open = std::collections::HashSet::new();
+    let mut rest = data;
+    while let Some((&n, tail)) = rest.split_first() {
+        let n = usize::from(n).min(tail.len());
+        let (frame, tail) = tail.split_at(n);
+        rest = tail;
+        let _ = r.run(frame, frame.len() as u32);
+        if let Some(e) = tracker.observe(frame) {
+            match e {
+                Event::Open(c) => assert!(open.insert(c), "{c:?} opened twice"),
+                Event::Close(c) => assert!(open.remove(&c), "{c:?} closed but not open"),
+            }
+            cap.apply(&e).expect("one pass per connection fits");
+        }
+        assert_eq!(cap.connections(), open.len());
+        assert_eq!(tracker.open_connections(), open.len());
+    }
+}
+
+/// Parse `data` as a ClassBench rule set followed (after a line `--`) by a trace: nothing may
+/// panic, and when both parse, HiCuts and the linear scan give every header the same rule.
+pub fn classbench_parse(data: &[u8]) {
+    use netsift_classify::{Classifier, classbench, hicuts, linear::Linear};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let (rules, trace) = text.split_once("\n--\n").unwrap_or((text, ""));
+    let rules = classbench::parse_rules(rules);
+    let trace = classbench::parse_trace(trace);
+    let (Ok(rules), Ok(trace)) = (rules, trace) else {
+        return;
+    };
+    if rules.len() > 200 {
+        return;
+    }
+    let lin = Linear::new(&rules);
+    let tree = hicuts::HiCuts::new(&rules, hicuts::Params::default());
+    for t in &trace {
+        assert_eq!(
+            tree.classify(&t.header),
+            lin.classify(&t.header),
+            "{}",
+            t.header
+        );
+    }
+}

@@ -152,3 +152,56 @@ fn lang_targets_on_libpcap_expressions_and_mutations() {
     }
     println!("lang targets: {n} inputs");
 }
+
+#[test]
+fn ftpcap_tracker_on_workload_frames_and_mutations() {
+    let mut rng = Rng::new(6);
+    let trace = netsift_capture::ftp::FtpWorkload {
+        servers: 2,
+        connections: 3,
+        background_pps: 5_000,
+        ..netsift_capture::ftp::FtpWorkload::paper()
+    }
+    .generate();
+    // The workload's frames in the fuzz encoding (frames of up to 255 bytes).
+    let mut input = Vec::new();
+    for p in &trace.packets {
+        let f = &p.data[..p.data.len().min(255)];
+        input.push(f.len() as u8);
+        input.extend_from_slice(f);
+    }
+    fuzz::ftpcap_tracker(&input);
+    for _ in 0..2_000 {
+        let mut m = input[..input.len().min(4096)].to_vec();
+        for _ in 0..4 {
+            let at = rng.below(m.len() as u64) as usize;
+            m[at] = rng.bytes(1)[0];
+        }
+        fuzz::ftpcap_tracker(&m);
+    }
+    for input in stored_inputs("ftpcap_tracker") {
+        fuzz::ftpcap_tracker(&input);
+    }
+}
+
+#[test]
+fn classbench_parse_on_shared_rules_and_mutations() {
+    let mut rng = Rng::new(7);
+    let root = data::dir().join("classbench/ehzuf-HyperSplit");
+    let rules = std::fs::read_to_string(root.join("rules/fw1")).unwrap();
+    let trace = std::fs::read_to_string(root.join("traces/fw1_trace")).unwrap();
+    let head: String = rules.lines().take(60).map(|l| format!("{l}\n")).collect();
+    let tail: String = trace.lines().take(200).map(|l| format!("{l}\n")).collect();
+    let input = format!("{head}--\n{tail}").into_bytes();
+    fuzz::classbench_parse(&input);
+    for _ in 0..300 {
+        let mut m = input.clone();
+        let at = rng.below(m.len() as u64) as usize;
+        m[at] = *rng.pick(b"@/:. 0123456789xXfF\n\t");
+        fuzz::classbench_parse(&m);
+        fuzz::classbench_parse(&m[..at]);
+    }
+    for input in stored_inputs("classbench_parse") {
+        fuzz::classbench_parse(&input);
+    }
+}
