@@ -265,60 +265,9 @@ pub fn field_name(d: u8) -> Option<Field> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Range;
     use crate::linear::Linear;
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    fn random_rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
-        (0..n)
-            .map(|i| {
-                let pfx = |rng: &mut Rng| {
-                    // Few distinct networks, so that rules overlap.
-                    let len = [0u8, 8, 16, 24, 32][rng.below(5) as usize];
-                    Range::prefix(
-                        ((rng.below(4) as u32) << 24) | rng.below(1 << 20) as u32,
-                        len,
-                    )
-                };
-                let port = |rng: &mut Rng| match rng.below(3) {
-                    0 => Range::any(Field::SrcPort),
-                    1 => {
-                        let p = rng.below(2048) as u32;
-                        Range { lo: p, hi: p }
-                    }
-                    _ => {
-                        let a = rng.below(65536) as u32;
-                        let b = rng.below(65536) as u32;
-                        Range {
-                            lo: a.min(b),
-                            hi: a.max(b),
-                        }
-                    }
-                };
-                let proto = match rng.below(3) {
-                    0 => Range::any(Field::Proto),
-                    1 => Range { lo: 6, hi: 6 },
-                    _ => Range { lo: 17, hi: 17 },
-                };
-                Rule {
-                    fields: [pfx(rng), pfx(rng), port(rng), port(rng), proto],
-                    line: i + 1,
-                }
-            })
-            .collect()
-    }
+    use crate::testutil::{Rng, corner_headers, random_rules};
+    use crate::{Field, Range};
 
     #[test]
     fn agrees_with_linear_on_random_headers_and_corner_points() {
@@ -332,38 +281,12 @@ mod tests {
                 budget_per_rule: [1usize, 4, 32][rng.below(3) as usize],
             };
             let (lin, tree) = (Linear::new(&rules), HiCuts::new(&rules, params));
-            let check = |h: Header| {
+            for h in corner_headers(&mut rng, &rules, 2000) {
                 assert_eq!(
                     tree.classify(&h),
                     lin.classify(&h),
                     "round {round} {params:?}: {h}"
                 );
-            };
-            for _ in 0..2000 {
-                let r = &rules[rng.below(rules.len() as u64) as usize];
-                let h = Header(std::array::from_fn(|d| {
-                    let f = r.fields[d];
-                    match rng.below(4) {
-                        0 => rng.below(u64::from(Field::ALL[d].max()) + 1) as u32,
-                        _ => f.lo + rng.below(u64::from(f.hi - f.lo) + 1) as u32,
-                    }
-                }));
-                check(h);
-            }
-            // Every rule's corners, and one past them.
-            for r in &rules {
-                for corner in 0..32u32 {
-                    let h = Header(std::array::from_fn(|d| {
-                        let f = r.fields[d];
-                        let v = if corner >> d & 1 == 0 { f.lo } else { f.hi };
-                        match rng.below(3) {
-                            0 => v.saturating_sub(1),
-                            1 => v.saturating_add(1).min(Field::ALL[d].max()),
-                            _ => v,
-                        }
-                    }));
-                    check(h);
-                }
             }
         }
     }

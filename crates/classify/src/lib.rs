@@ -8,6 +8,9 @@
 //! - [`linear`]: the reference engine, a scan in priority order.
 //! - [`hicuts`]: HiCuts decision trees (equal cuts, `binth`, `spfac`), with shared subtrees and a
 //!   budget against replication.
+//! - [`pacuts`]: PaCuts, netsift's fast engine — rules grouped by their small address field,
+//!   a direct table on that field's top bits, 16-way split trees below it, and leaves scanned
+//!   eight rules at a time with AVX2.
 //!
 //! ```
 //! use netsift_classify::{classbench, linear::Linear, Classifier, Header};
@@ -27,7 +30,10 @@
 pub mod classbench;
 pub mod hicuts;
 pub mod linear;
+pub mod pacuts;
 pub mod rule;
+#[cfg(test)]
+mod testutil;
 
 pub use rule::{Field, Header, Range, Rule};
 

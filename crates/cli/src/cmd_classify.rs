@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use netsift::classify::{Classifier, classbench, hicuts, linear::Linear};
+use netsift::classify::{Classifier, classbench, hicuts, linear::Linear, pacuts};
 
 /// Flags of `netsift classify`.
 #[derive(clap::Args, Debug)]
@@ -32,6 +32,8 @@ enum EngineArg {
     Linear,
     /// A HiCuts decision tree.
     Hicuts,
+    /// PaCuts: a cut tree per group of rules with the same small fields, SIMD leaves.
+    Pacuts,
 }
 
 /// Run `netsift classify`.
@@ -55,6 +57,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         EngineArg::Hicuts => {
             let e = hicuts::HiCuts::new(&rules, hicuts::Params::default());
             let m = e.memory();
+            (Box::new(e), m)
+        }
+        EngineArg::Pacuts => {
+            let e = pacuts::PaCuts::new(&rules, pacuts::Params::default());
+            let m = e.memory();
+            if args.stats {
+                let s = e.stats();
+                eprintln!(
+                    "pacuts: groups {:?}, {} nodes, depth {}, {} leaves, {} slots, simd {}",
+                    s.groups,
+                    s.nodes,
+                    s.depth,
+                    s.leaves,
+                    s.slots,
+                    e.simd()
+                );
+            }
             (Box::new(e), m)
         }
     };

@@ -1,0 +1,94 @@
+//! Random rule sets and headers for the engines' property tests.
+
+use crate::{Field, Header, Range, Rule};
+
+/// A xorshift generator.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next value.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A value below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// `n` rules over few networks (so that they overlap), with wildcard, exact and range ports
+/// and wildcard, tcp or udp protocols.
+pub fn random_rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
+    (0..n)
+        .map(|i| {
+            let pfx = |rng: &mut Rng| {
+                let len = [0u8, 8, 16, 24, 32][rng.below(5) as usize];
+                Range::prefix(
+                    ((rng.below(4) as u32) << 24) | rng.below(1 << 20) as u32,
+                    len,
+                )
+            };
+            let port = |rng: &mut Rng| match rng.below(3) {
+                0 => Range::any(Field::SrcPort),
+                1 => {
+                    let p = rng.below(2048) as u32;
+                    Range { lo: p, hi: p }
+                }
+                _ => {
+                    let a = rng.below(65536) as u32;
+                    let b = rng.below(65536) as u32;
+                    Range {
+                        lo: a.min(b),
+                        hi: a.max(b),
+                    }
+                }
+            };
+            let proto = match rng.below(3) {
+                0 => Range::any(Field::Proto),
+                1 => Range { lo: 6, hi: 6 },
+                _ => Range { lo: 17, hi: 17 },
+            };
+            Rule {
+                fields: [pfx(rng), pfx(rng), port(rng), port(rng), proto],
+                line: i + 1,
+            }
+        })
+        .collect()
+}
+
+/// About `n` headers: random values and points inside random rules, then every rule's 32
+/// corners, each value moved one step out at random.
+pub fn corner_headers(rng: &mut Rng, rules: &[Rule], n: usize) -> Vec<Header> {
+    let mut out = Vec::new();
+    if rules.is_empty() {
+        return out;
+    }
+    for _ in 0..n {
+        let r = &rules[rng.below(rules.len() as u64) as usize];
+        out.push(Header(std::array::from_fn(|d| {
+            let f = r.fields[d];
+            match rng.below(4) {
+                0 => rng.below(u64::from(Field::ALL[d].max()) + 1) as u32,
+                _ => f.lo + rng.below(u64::from(f.hi - f.lo) + 1) as u32,
+            }
+        })));
+    }
+    for r in rules {
+        for corner in 0..32u32 {
+            out.push(Header(std::array::from_fn(|d| {
+                let f = r.fields[d];
+                let v = if corner >> d & 1 == 0 { f.lo } else { f.hi };
+                match rng.below(3) {
+                    0 => v.saturating_sub(1),
+                    1 => v.saturating_add(1).min(Field::ALL[d].max()),
+                    _ => v,
+                }
+            })));
+        }
+    }
+    out
+}
