@@ -17,6 +17,7 @@
 
 #[cfg(target_os = "linux")]
 pub mod capture;
+pub mod classify;
 pub mod ftpcap;
 pub mod handwritten;
 pub mod libpcap;

@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 6] = [
+pub const SUITES: [(&str, &str); 7] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -32,6 +32,11 @@ pub const SUITES: [(&str, &str); 6] = [
         "ftpcap",
         "FTPCap replay: 10 FTP servers x 20 passive-mode data connections in 500 Kpps background, \
          real time; packets missed per connection, Swift against recompiling (Swift Figs. 7-8)",
+    ),
+    (
+        "classify",
+        "rule-set classification: linear, HiCuts, HyperCuts, PaCuts on ClassBench acl1/fw1/ipc1 \
+         10K traces; lookups/s, build time, memory",
     ),
     (
         "capture",
@@ -78,6 +83,7 @@ pub fn run(name: &str) -> Result<String, String> {
             let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
             crate::ftpcap::suite(&netsift_capture::ftp::FtpWorkload::paper(), csv.as_deref())
         }
+        "classify" => crate::classify::suite(),
         #[cfg(target_os = "linux")]
         "capture" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;

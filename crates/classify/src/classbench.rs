@@ -9,8 +9,38 @@
 //! line, the column and what was expected.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use crate::rule::{Header, Range, Rule};
+
+/// The shared test data directory (`$NETSIFT_SHARED_DATA`, or `../shared/data` beside the
+/// repository netsift was built from); its `classbench/` holds the rule sets, traces and seeds.
+pub fn shared_data_dir() -> PathBuf {
+    match std::env::var_os("NETSIFT_SHARED_DATA") {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+    }
+}
+
+/// A rule set of the shared data (`classbench/ehzuf-HyperSplit/rules/<set>`) and its trace;
+/// the error says which file is missing or bad, and where the data should be.
+pub fn load_pair(set: &str) -> Result<(Vec<Rule>, Vec<TraceEntry>), String> {
+    let dir = shared_data_dir().join("classbench/ehzuf-HyperSplit");
+    let read = |p: PathBuf| {
+        std::fs::read_to_string(&p).map_err(|e| {
+            format!(
+                "cannot read {} ({e}): the shared data lives beside the repository in \
+                 ../shared/data; set NETSIFT_SHARED_DATA to its path",
+                p.display()
+            )
+        })
+    };
+    let rp = dir.join("rules").join(set);
+    let tp = dir.join("traces").join(format!("{set}_trace"));
+    let rules = parse_rules(&read(rp.clone())?).map_err(|e| format!("{}: {e}", rp.display()))?;
+    let trace = parse_trace(&read(tp.clone())?).map_err(|e| format!("{}: {e}", tp.display()))?;
+    Ok((rules, trace))
+}
 
 /// Where and why a line could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]

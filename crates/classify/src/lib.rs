@@ -5,9 +5,11 @@
 //!   address, source and destination port, protocol), in priority order.
 //! - [`classbench`]: ClassBench rule sets and header traces (the traces carry the index of the
 //!   first matching rule: a golden answer key).
+//! - [`engine`]: engines by name, and `auto` (the fastest for a rule set, measured).
 //! - [`linear`]: the reference engine, a scan in priority order.
 //! - [`hicuts`]: HiCuts decision trees (equal cuts, `binth`, `spfac`), with shared subtrees and a
 //!   budget against replication.
+//! - [`hypercuts`]: HyperCuts trees (several fields cut per node, region compaction).
 //! - [`pacuts`]: PaCuts, netsift's fast engine — rules grouped by their small address field,
 //!   a direct table on that field's top bits, 16-way split trees below it, and leaves scanned
 //!   eight rules at a time with AVX2.
@@ -28,7 +30,9 @@
 #![deny(missing_docs)]
 
 pub mod classbench;
+pub mod engine;
 pub mod hicuts;
+pub mod hypercuts;
 pub mod linear;
 pub mod pacuts;
 pub mod rule;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use netsift::classify::{Classifier, classbench, hicuts, linear::Linear, pacuts};
+use netsift::classify::{classbench, engine};
 
 /// Flags of `netsift classify`.
 #[derive(clap::Args, Debug)]
@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
     /// The engine.
-    #[arg(long, value_enum, default_value = "hicuts")]
+    #[arg(long, value_enum, default_value = "auto")]
     engine: EngineArg,
     /// Also time the lookups (the trace looped for about a second) and print the figures.
     #[arg(long)]
@@ -32,8 +32,24 @@ enum EngineArg {
     Linear,
     /// A HiCuts decision tree.
     Hicuts,
-    /// PaCuts: a cut tree per group of rules with the same small fields, SIMD leaves.
+    /// A HyperCuts decision tree (several fields cut per node).
+    Hypercuts,
+    /// PaCuts: rule groups, a direct table and 16-way split trees, SIMD leaves.
     Pacuts,
+    /// The fastest engine for the rule set, measured at build time.
+    Auto,
+}
+
+impl From<EngineArg> for engine::Kind {
+    fn from(e: EngineArg) -> engine::Kind {
+        match e {
+            EngineArg::Linear => engine::Kind::Linear,
+            EngineArg::Hicuts => engine::Kind::HiCuts,
+            EngineArg::Hypercuts => engine::Kind::HyperCuts,
+            EngineArg::Pacuts => engine::Kind::PaCuts,
+            EngineArg::Auto => engine::Kind::Auto,
+        }
+    }
 }
 
 /// Run `netsift classify`.
@@ -47,37 +63,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if trace.is_empty() {
         bail!("{}: no headers", args.trace.display());
     }
-    let t0 = Instant::now();
-    let (engine, memory): (Box<dyn Classifier>, usize) = match args.engine {
-        EngineArg::Linear => {
-            let e = Linear::new(&rules);
-            let m = e.memory();
-            (Box::new(e), m)
-        }
-        EngineArg::Hicuts => {
-            let e = hicuts::HiCuts::new(&rules, hicuts::Params::default());
-            let m = e.memory();
-            (Box::new(e), m)
-        }
-        EngineArg::Pacuts => {
-            let e = pacuts::PaCuts::new(&rules, pacuts::Params::default());
-            let m = e.memory();
-            if args.stats {
-                let s = e.stats();
-                eprintln!(
-                    "pacuts: groups {:?}, {} nodes, depth {}, {} leaves, {} slots, simd {}",
-                    s.groups,
-                    s.nodes,
-                    s.depth,
-                    s.leaves,
-                    s.slots,
-                    e.simd()
-                );
-            }
-            (Box::new(e), m)
-        }
-    };
-    let built = t0.elapsed();
+    let built = engine::build(args.engine.into(), &rules);
+    let engine = &built.engine;
     let mut mismatches = 0usize;
     let mut unanswered = 0usize;
     for (i, t) in trace.iter().enumerate() {
@@ -127,11 +114,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         std::hint::black_box(sink);
         let secs = t.elapsed().as_secs_f64();
+        if !built.trial.is_empty() {
+            let trial: Vec<String> = built
+                .trial
+                .iter()
+                .map(|(k, t)| format!("{k} {:.0} ns", t.as_secs_f64() * 1e9))
+                .collect();
+            println!("auto: {} (trial: {})", built.kind, trial.join(", "));
+        }
         println!(
-            "engine {:?}: built in {:.1} ms, {} KB, {:.2} M lookups/s",
-            args.engine,
-            built.as_secs_f64() * 1e3,
-            memory.div_ceil(1024),
+            "engine {}: built in {:.1} ms, {} KB, {:.2} M lookups/s",
+            built.kind,
+            built.build_time.as_secs_f64() * 1e3,
+            built.memory.div_ceil(1024),
             n as f64 / secs / 1e6
         );
     }

@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use netsift_classify::{Classifier, classbench, hicuts, linear::Linear};
+use netsift_classify::{Classifier, Header, classbench, engine, hicuts, linear::Linear, pacuts};
 use netsift_testkit::data;
 
 /// The nine (rule set, trace) pairs of `classbench/ehzuf-HyperSplit`.
@@ -77,5 +77,66 @@ fn hicuts_gives_every_traces_answer() {
             tree.memory() / 1024,
             built.as_secs_f64() * 1e3
         );
+    }
+}
+
+#[test]
+fn hypercuts_pacuts_and_auto_give_every_traces_answer() {
+    for (set, rules, trace) in pairs() {
+        for kind in [
+            engine::Kind::HyperCuts,
+            engine::Kind::PaCuts,
+            engine::Kind::Auto,
+        ] {
+            let b = engine::build(kind, &rules);
+            for (i, t) in trace.iter().enumerate() {
+                assert_eq!(
+                    b.engine.classify(&t.header).map(|r| r + 1),
+                    t.answer,
+                    "{set}_trace line {}: {kind} ({}): {}",
+                    i + 1,
+                    b.kind,
+                    t.header
+                );
+            }
+            println!(
+                "{set}: {kind} -> {}, {} KB, built in {:.1} ms, 0 mismatches",
+                b.kind,
+                b.memory / 1024,
+                b.build_time.as_secs_f64() * 1e3
+            );
+        }
+    }
+}
+
+#[test]
+fn pacuts_batched_and_portable_lookups_give_every_traces_answer() {
+    for (set, rules, trace) in pairs() {
+        let fast = pacuts::PaCuts::new(&rules, pacuts::Params::default());
+        let portable = fast.clone().without_simd();
+        let headers: Vec<Header> = trace.iter().map(|t| t.header).collect();
+        for e in [&fast, &portable] {
+            let mut out = vec![None; headers.len()];
+            e.classify_all(&headers, &mut out);
+            for (i, (t, o)) in trace.iter().zip(&out).enumerate() {
+                assert_eq!(
+                    o.map(|r| r + 1),
+                    t.answer,
+                    "{set}_trace line {} (simd {}): {}",
+                    i + 1,
+                    e.simd(),
+                    t.header
+                );
+            }
+        }
+        for (i, t) in trace.iter().enumerate() {
+            assert_eq!(
+                portable.classify(&t.header).map(|r| r + 1),
+                t.answer,
+                "{set}_trace line {} portable: {}",
+                i + 1,
+                t.header
+            );
+        }
     }
 }
