@@ -5,6 +5,7 @@
 //!   address, source and destination port, protocol), in priority order.
 //! - [`classbench`]: ClassBench rule sets and header traces (the traces carry the index of the
 //!   first matching rule: a golden answer key).
+//! - [`generate`]: ClassBench rule sets and traces of any size from ClassBench's seed files.
 //! - [`engine`]: engines by name, and `auto` (the fastest for a rule set, measured).
 //! - [`linear`]: the reference engine, a scan in priority order.
 //! - [`hicuts`]: HiCuts decision trees (equal cuts, `binth`, `spfac`), with shared subtrees and a
@@ -31,11 +32,13 @@
 
 pub mod classbench;
 pub mod engine;
+pub mod generate;
 pub mod hicuts;
 pub mod hypercuts;
 pub mod linear;
 pub mod pacuts;
 pub mod rule;
+mod split;
 #[cfg(test)]
 mod testutil;
 

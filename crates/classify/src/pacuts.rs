@@ -32,6 +32,7 @@
 
 use std::collections::HashMap;
 
+use crate::split::{self, Ranges};
 use crate::{Classifier, Header, Rule};
 
 /// Build parameters.
@@ -198,8 +199,6 @@ pub struct PaCuts {
     avx2: bool,
     stats: Stats,
 }
-
-type Ranges = [(u32, u32); 5];
 
 impl PaCuts {
     /// Build the engine for `rules` (priority = order).
@@ -705,20 +704,7 @@ struct Builder<'a> {
     depth: usize,
 }
 
-/// A candidate split of a node: its points, the size of its largest child and its slots.
-struct Split {
-    dim: usize,
-    points: Vec<u32>,
-    max: usize,
-    slots: usize,
-}
-
 impl Builder<'_> {
-    fn clip(&self, r: u32, d: usize, bx: &Ranges) -> (u32, u32) {
-        let (a, b) = self.ranges[r as usize][d];
-        (a.max(bx[d].0), b.min(bx[d].1))
-    }
-
     fn covers(&self, r: u32, bx: &Ranges) -> bool {
         let g = &self.ranges[r as usize];
         (0..5).all(|d| g[d].0 <= bx[d].0 && bx[d].1 <= g[d].1)
@@ -743,85 +729,6 @@ impl Builder<'_> {
         c
     }
 
-    /// The split of field `d` into at most `parts` intervals whose largest child holds the
-    /// fewest rules: a binary search on that size, each step cutting greedily (a child grows
-    /// until one more range start would put it over the size).
-    fn split(&self, rules: &[u32], d: usize, bx: &Ranges, parts: usize) -> Option<Split> {
-        let (blo, bhi) = bx[d];
-        if blo == bhi {
-            return None;
-        }
-        let mut starts: Vec<u32> = Vec::with_capacity(rules.len());
-        let mut ends: Vec<u32> = Vec::with_capacity(rules.len());
-        for &r in rules {
-            let (a, b) = self.clip(r, d, bx);
-            starts.push(a);
-            ends.push(b);
-        }
-        starts.sort_unstable();
-        ends.sort_unstable();
-        let n = rules.len();
-        // Children of at most `t` rules: the points, or None when more than `parts` are needed.
-        let greedy = |t: usize| -> Option<Vec<u32>> {
-            let mut points = Vec::new();
-            let mut s = blo;
-            loop {
-                // Rules over [s, e] for e >= s: starts <= e, minus ends < s.
-                let j = t + ends.partition_point(|&b| b < s);
-                if j >= n {
-                    return Some(points);
-                }
-                let p = starts[j];
-                if p <= s || points.len() + 2 > parts {
-                    return None;
-                }
-                points.push(p);
-                s = p;
-            }
-        };
-        let (mut lo, mut hi) = (1usize, n);
-        let mut found = greedy(n)?;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match greedy(mid) {
-                Some(p) => {
-                    hi = mid;
-                    found = p;
-                }
-                None => lo = mid + 1,
-            }
-        }
-        if found.is_empty() {
-            return None;
-        }
-        let points = found;
-        let _ = bhi;
-        let mut count = vec![0i64; points.len() + 2];
-        let mut slots = 0usize;
-        for &r in rules {
-            let (a, b) = self.clip(r, d, bx);
-            let (ia, ib) = (
-                points.partition_point(|&p| p <= a),
-                points.partition_point(|&p| p <= b),
-            );
-            count[ia] += 1;
-            count[ib + 1] -= 1;
-            slots += ib - ia + 1;
-        }
-        let mut run = 0;
-        let mut max = 0;
-        for c in &count[..=points.len()] {
-            run += c;
-            max = max.max(run);
-        }
-        Some(Split {
-            dim: d,
-            points,
-            max: max as usize,
-            slots,
-        })
-    }
-
     /// Build the subtree for `rules` (all overlapping box `bx`); returns its child reference.
     fn build(&mut self, mut rules: Vec<u32>, bx: Ranges, depth: usize) -> u32 {
         if let Some(k) = rules.iter().position(|&r| self.covers(r, &bx)) {
@@ -839,11 +746,11 @@ impl Builder<'_> {
         };
         // The split whose largest child is smallest, then the fewest slots, among the widest
         // splits within the space factor.
-        let mut best: Option<Split> = None;
+        let mut best: Option<split::Split> = None;
         for d in 0..5 {
             let mut parts = self.p.fanout;
             while parts >= 2 {
-                match self.split(&rules, d, &bx, parts) {
+                match split::split(self.ranges, &rules, d, &bx, parts) {
                     Some(s) if s.slots <= limit || parts == 2 => {
                         if s.slots <= limit
                             && best
@@ -868,10 +775,8 @@ impl Builder<'_> {
         let np = best.points.len() + 1;
         let mut parts: Vec<Vec<u32>> = vec![Vec::new(); np];
         for &r in &rules {
-            let (a, b) = self.clip(r, d, &bx);
-            let ia = best.points.partition_point(|&p| p <= a);
-            let ib = best.points.partition_point(|&p| p <= b);
-            for part in &mut parts[ia..=ib] {
+            let (a, b) = split::clip(self.ranges, r, d, &bx);
+            for part in &mut parts[split::parts_of(&best.points, a, b)] {
                 part.push(r);
             }
         }

@@ -1,15 +1,16 @@
 //! `netsift gen`: make test traffic — the packets of a capture file, a synthetic gateway-like
 //! mix, or the FTP passive-mode workload of the Swift paper — and write it to a capture file
 //! (`-w FILE`) or send it onto an interface (`--send IFACE`) at a set rate, bounded in count and
-//! time.
+//! time. `netsift gen classbench SEED N` makes a ClassBench rule set (and a header trace) from a
+//! ClassBench seed file instead.
 //!
 //! Sending is meant for test networks (a veth pair in a namespace): the frames are sent as they
 //! are, from whatever addresses they carry (198.18.0.0/15 and 2001:db8::/32 for the synthetic
 //! traffic).
 
 use std::fs::File;
-use std::io::BufWriter;
-use std::path::PathBuf;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -18,12 +19,17 @@ use netsift::capture::ftp::FtpWorkload;
 use netsift::capture::generate::Mix;
 use netsift::capture::live::Sender;
 use netsift::capture::{CaptureReader, LinkType, Packet, PcapWriter, Precision};
+use netsift::classify::generate;
 
 use crate::signals;
 
 /// Flags of `netsift gen`.
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    /// Something other than packets.
+    #[command(subcommand)]
+    what: Option<What>,
     /// Send the packets on this interface.
     #[arg(long = "send", value_name = "IFACE", required_unless_present = "write")]
     iface: Option<String>,
@@ -90,8 +96,208 @@ const MIX_DEFAULT: u64 = 10_000;
 /// The largest number of packets generated in memory for a file.
 const MAX_GENERATED: u64 = 50_000_000;
 
+/// What `netsift gen` makes besides packets.
+#[derive(clap::Subcommand, Debug)]
+enum What {
+    /// A ClassBench rule set (and header trace) from a ClassBench seed file, like ClassBench's
+    /// db_generator and trace_generator.
+    Classbench(ClassbenchArgs),
+}
+
+/// Flags of `netsift gen classbench`.
+#[derive(clap::Args, Debug)]
+struct ClassbenchArgs {
+    /// The seed: a seed file, or the name of a ClassBench seed (acl1..acl5, fw1..fw5, ipc1,
+    /// ipc2) in the shared data (`classbench/seeds/` of $NETSIFT_SHARED_DATA, or of
+    /// ../shared/data beside the repository).
+    #[arg(value_name = "SEED")]
+    seed_file: String,
+    /// Rules to generate; exact duplicates are removed, so fewer may come out.
+    #[arg(value_name = "N")]
+    count: usize,
+    /// The random seed: the same seed gives the same rules and trace.
+    #[arg(long = "seed", value_name = "U64", default_value = "1")]
+    rng: u64,
+    /// Write the rules to FILE (default: standard output).
+    #[arg(short = 'o', value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Also write a header trace to FILE, with the first matching rule of each header.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Headers in the trace (default: ten per rule).
+    #[arg(long, value_name = "M", requires = "trace")]
+    trace_len: Option<usize>,
+    /// The trace's Pareto parameters of the number of copies of each header (ClassBench's a
+    /// and b; default 1,0: each header once).
+    #[arg(long, value_name = "A,B", value_delimiter = ',', requires = "trace")]
+    pareto: Option<Vec<f64>>,
+    /// The share of trace headers at a corner of their rule (default 1, as ClassBench); the
+    /// others are random points in the rule.
+    #[arg(long, value_name = "SHARE", requires = "trace")]
+    trace_corners: Option<f64>,
+    /// Zipf exponent of the choice of rule for each header (default 0: uniform, as ClassBench).
+    #[arg(long, value_name = "S", requires = "trace")]
+    trace_skew: Option<f64>,
+    /// ClassBench's smoothness, 0 to 64: spread the prefix-length pairs over their neighbours.
+    #[arg(long, value_name = "S", default_value = "0")]
+    smoothness: u32,
+    /// ClassBench's address scope, -1 to 1: positive favours shorter prefixes.
+    #[arg(
+        long,
+        value_name = "X",
+        default_value = "0",
+        allow_negative_numbers = true
+    )]
+    address_scope: f64,
+    /// ClassBench's port (application) scope, -1 to 1: positive favours wildcard ports.
+    #[arg(
+        long,
+        value_name = "X",
+        default_value = "0",
+        allow_negative_numbers = true
+    )]
+    port_scope: f64,
+    /// Keep the seed's address trie as it is for any N (ClassBench without -b); by default its
+    /// top levels are balanced by N / the seed's rule count.
+    #[arg(long)]
+    no_address_scaling: bool,
+}
+
+/// The ClassBench seeds of the shared data.
+const SEEDS: [&str; 12] = [
+    "acl1", "acl2", "acl3", "acl4", "acl5", "fw1", "fw2", "fw3", "fw4", "fw5", "ipc1", "ipc2",
+];
+/// The most rules `gen classbench` makes.
+const MAX_RULES: usize = 10_000_000;
+
+
+/// The file of SEED: a path, or a known seed name in the shared data.
+fn seed_path(arg: &str) -> Result<PathBuf> {
+    let p = Path::new(arg);
+    if p.is_file() {
+        return Ok(p.to_path_buf());
+    }
+    let name = arg.strip_suffix("_seed").unwrap_or(arg);
+    if !SEEDS.contains(&name) {
+        bail!(
+            "{arg}: no such seed file, and not a ClassBench seed name ({})",
+            SEEDS.join(", ")
+        );
+    }
+    let f = netsift::classify::classbench::shared_data_dir()
+        .join("classbench/seeds")
+        .join(format!("{name}_seed"));
+    if !f.is_file() {
+        bail!(
+            "seed {name}: {} does not exist (the shared data lives beside the repository in \
+             ../shared/data; set NETSIFT_SHARED_DATA to its path)",
+            f.display()
+        );
+    }
+    Ok(f)
+}
+
+/// Write `text` to `out` through a file beside it, renamed when complete.
+fn write_text(out: &Path, text: &str) -> Result<()> {
+    let tmp = out.with_extension("netsift-tmp");
+    let result = std::fs::write(&tmp, text)
+        .with_context(|| format!("cannot write {}", tmp.display()))
+        .and_then(|()| {
+            std::fs::rename(&tmp, out)
+                .with_context(|| format!("cannot rename {} to {}", tmp.display(), out.display()))
+        });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Run `netsift gen classbench`.
+fn classbench(a: ClassbenchArgs) -> Result<ExitCode> {
+    if a.count == 0 || a.count > MAX_RULES {
+        bail!("N must be 1 to {MAX_RULES} rules, not {}", a.count);
+    }
+    let opts = generate::Options {
+        smoothness: a.smoothness,
+        address_scope: a.address_scope,
+        port_scope: a.port_scope,
+        scale_addresses: !a.no_address_scaling,
+    };
+    opts.check().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut topts = generate::TraceOptions::default();
+    if let Some(p) = &a.pareto {
+        let [pa, pb] = p[..] else {
+            bail!("--pareto takes two numbers, A,B");
+        };
+        if !(pa > 0.0 && pa <= 1.0 && (0.0..=1e6).contains(&pb)) {
+            bail!("--pareto {pa},{pb}: A must be in (0, 1] and B at least 0");
+        }
+        (topts.pareto_a, topts.pareto_b) = (pa, pb);
+    }
+    if let Some(c) = a.trace_corners {
+        if !(0.0..=1.0).contains(&c) {
+            bail!("--trace-corners {c}: a share from 0 to 1");
+        }
+        topts.corners = c;
+    }
+    if let Some(s) = a.trace_skew {
+        if !(0.0..=100.0).contains(&s) {
+            bail!("--trace-skew {s}: an exponent from 0 to 100");
+        }
+        topts.rule_skew = s;
+    }
+    let path = seed_path(&a.seed_file)?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let seed = generate::parse_seed(&text).with_context(|| path.display().to_string())?;
+    let t0 = Instant::now();
+    let rules = generate::generate(&seed, a.count, a.rng, opts);
+    let took = t0.elapsed();
+    eprintln!(
+        "netsift: {}: {} rules generated of {} asked for ({} duplicates removed) in {:.1} ms",
+        a.seed_file,
+        rules.len(),
+        a.count,
+        a.count - rules.len(),
+        took.as_secs_f64() * 1e3
+    );
+    let text = generate::write_rules(&rules)?;
+    match &a.out {
+        Some(out) => {
+            write_text(out, &text).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!("netsift: wrote {} rules to {}", rules.len(), out.display());
+        }
+        None => {
+            let mut o = std::io::stdout().lock();
+            o.write_all(text.as_bytes())?;
+            o.flush()?;
+        }
+    }
+    if let Some(tpath) = &a.trace {
+        let len = a.trace_len.unwrap_or(rules.len().saturating_mul(10));
+        if len == 0 || len > MAX_GENERATED as usize {
+            bail!("--trace-len must be 1 to {MAX_GENERATED} headers, not {len}");
+        }
+        let t0 = Instant::now();
+        let t = generate::trace(&rules, len, a.rng, topts);
+        let took = t0.elapsed();
+        write_text(tpath, &generate::write_trace(&t))
+            .with_context(|| format!("writing {}", tpath.display()))?;
+        eprintln!(
+            "netsift: wrote {} headers to {} ({:.1} ms)",
+            t.len(),
+            tpath.display(),
+            took.as_secs_f64() * 1e3
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Run `netsift gen`.
 pub fn run(args: Args) -> Result<ExitCode> {
+    if let Some(What::Classbench(a)) = args.what {
+        return classbench(a);
+    }
     signals::install();
     if !(args.duration > 0.0 && args.duration.is_finite()) {
         bail!("--duration must be a positive number of seconds");
