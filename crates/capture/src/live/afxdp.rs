@@ -228,11 +228,20 @@ impl Queue {
         } else {
             libc::XDP_COPY
         };
-        sys::bind(
-            raw,
-            &sxdp,
-            &format!("binding the AF_XDP socket to queue {queue}"),
-        )?;
+        // A queue stays busy for a moment after the socket that had it closes (the kernel
+        // releases the binding after an RCU grace period), so a capture started right after
+        // another one retries for up to a second before reporting the queue busy.
+        let what = format!("binding the AF_XDP socket to queue {queue}");
+        let mut tries = 0;
+        loop {
+            match sys::bind(raw, &sxdp, &what) {
+                Err(e) if e.kind() == super::LiveErrorKind::Busy && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                r => break r?,
+            }
+        }
         Ok(q)
     }
 
