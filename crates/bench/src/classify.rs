@@ -102,9 +102,24 @@ pub fn measure(rounds: usize) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-/// The suite's report.
-pub fn suite() -> Result<String, String> {
+/// The suite's report; with `csv`, also the rows as CSV (set, engine, build_ms, memory_bytes,
+/// lookups_per_s, reference_lookups_per_s) for `scripts/plot-classify.py`.
+pub fn suite(csv: Option<&std::path::Path>) -> Result<String, String> {
     let rows = measure(5)?;
+    if let Some(path) = csv {
+        let mut text = String::from(
+            "set,engine,build_ms,memory_bytes,lookups_per_s,reference_lookups_per_s\n",
+        );
+        for r in &rows {
+            let reference = SETS.iter().find(|s| s.0 == r.set).map_or(0.0, |s| s.1);
+            let _ = writeln!(
+                text,
+                "{},{},{:.3},{},{:.0},{:.0}",
+                r.set, r.engine, r.build_ms, r.memory, r.lookups, reference
+            );
+        }
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let mut out = String::new();
     let _ = writeln!(
         out,

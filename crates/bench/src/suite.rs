@@ -83,7 +83,10 @@ pub fn run(name: &str) -> Result<String, String> {
             let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
             crate::ftpcap::suite(&netsift_capture::ftp::FtpWorkload::paper(), csv.as_deref())
         }
-        "classify" => crate::classify::suite(),
+        "classify" => {
+            let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
+            crate::classify::suite(csv.as_deref())
+        }
         #[cfg(target_os = "linux")]
         "capture" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;

@@ -385,9 +385,10 @@ pub fn ftpcap_tracker(data: &[u8]) {
 }
 
 /// Parse `data` as a ClassBench rule set followed (after a line `--`) by a trace: nothing may
-/// panic, and when both parse, HiCuts and the linear scan give every header the same rule.
+/// panic, and when both parse, every engine (HiCuts, HyperCuts, PaCuts one by one, batched and
+/// without SIMD) gives every header the rule the linear scan gives.
 pub fn classbench_parse(data: &[u8]) {
-    use netsift_classify::{Classifier, classbench, hicuts, linear::Linear};
+    use netsift_classify::{Classifier, Header, classbench, engine, linear::Linear, pacuts};
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -401,11 +402,52 @@ pub fn classbench_parse(data: &[u8]) {
         return;
     }
     let lin = Linear::new(&rules);
-    let tree = hicuts::HiCuts::new(&rules, hicuts::Params::default());
+    let engines: Vec<engine::Built> = [engine::Kind::HiCuts, engine::Kind::HyperCuts]
+        .into_iter()
+        .map(|k| engine::build(k, &rules))
+        .collect();
+    let pa = pacuts::PaCuts::new(&rules, pacuts::Params::default());
+    let portable = pa.clone().without_simd();
+    let headers: Vec<Header> = trace.iter().map(|t| t.header).collect();
+    let mut batch = vec![None; headers.len()];
+    pa.classify_all(&headers, &mut batch);
+    for (h, b) in headers.iter().zip(&batch) {
+        let want = lin.classify(h);
+        for e in &engines {
+            assert_eq!(e.engine.classify(h), want, "{}: {h}", e.kind);
+        }
+        assert_eq!(pa.classify(h), want, "pacuts: {h}");
+        assert_eq!(portable.classify(h), want, "pacuts portable: {h}");
+        assert_eq!(*b, want, "pacuts batched: {h}");
+    }
+}
+
+/// Parse `data` as a ClassBench seed file: nothing may panic; when it parses, a small set
+/// generated from it writes out and reads back the same, and a trace over it gives each header
+/// its first matching rule.
+pub fn classbench_seed(data: &[u8]) {
+    use netsift_classify::{Classifier, classbench, generate, linear::Linear};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(seed) = generate::parse_seed(text) else {
+        return;
+    };
+    let rules = generate::generate(&seed, 50, 1, generate::Options::default());
+    let Ok(written) = generate::write_rules(&rules) else {
+        return;
+    };
+    let back = classbench::parse_rules(&written).expect("a generated set reads back");
+    assert_eq!(
+        back.iter().map(|r| r.fields).collect::<Vec<_>>(),
+        rules.iter().map(|r| r.fields).collect::<Vec<_>>()
+    );
+    let trace = generate::trace(&rules, 100, 2, generate::TraceOptions::default());
+    let lin = Linear::new(&rules);
     for t in &trace {
         assert_eq!(
-            tree.classify(&t.header),
-            lin.classify(&t.header),
+            t.answer,
+            lin.classify(&t.header).map(|r| r + 1),
             "{}",
             t.header
         );

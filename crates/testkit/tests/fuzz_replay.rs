@@ -205,3 +205,23 @@ fn classbench_parse_on_shared_rules_and_mutations() {
         fuzz::classbench_parse(&input);
     }
 }
+
+#[test]
+fn classbench_seed_on_shared_seeds_and_mutations() {
+    let mut rng = Rng::new(11);
+    for name in ["acl1", "fw1", "ipc1"] {
+        let seed =
+            std::fs::read(data::dir().join(format!("classbench/seeds/{name}_seed"))).unwrap();
+        fuzz::classbench_seed(&seed);
+        for _ in 0..40 {
+            let mut m = seed.clone();
+            let at = rng.below(m.len() as u64) as usize;
+            m[at] = *rng.pick(b"-#.0123456789 \n\te");
+            fuzz::classbench_seed(&m);
+            fuzz::classbench_seed(&m[..at]);
+        }
+    }
+    for input in stored_inputs("classbench_seed") {
+        fuzz::classbench_seed(&input);
+    }
+}
