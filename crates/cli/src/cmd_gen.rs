@@ -170,7 +170,6 @@ const SEEDS: [&str; 12] = [
 /// The most rules `gen classbench` makes.
 const MAX_RULES: usize = 10_000_000;
 
-
 /// The file of SEED: a path, or a known seed name in the shared data.
 fn seed_path(arg: &str) -> Result<PathBuf> {
     let p = Path::new(arg);
