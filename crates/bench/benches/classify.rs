@@ -13,7 +13,11 @@ fn lookups(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("classify/{set}"));
         group.sample_size(20);
         group.throughput(Throughput::Elements(headers.len() as u64));
-        for kind in [engine::Kind::PaCuts, engine::Kind::HyperCuts, engine::Kind::HiCuts] {
+        for kind in [
+            engine::Kind::PaCuts,
+            engine::Kind::HyperCuts,
+            engine::Kind::HiCuts,
+        ] {
             let b = engine::build(kind, &rules);
             group.bench_function(kind.name(), |bench| {
                 bench.iter(|| {
