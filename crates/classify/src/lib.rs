@@ -10,7 +10,11 @@
 //! - [`linear`]: the reference engine, a scan in priority order.
 //! - [`hicuts`]: HiCuts decision trees (equal cuts, `binth`, `spfac`), with shared subtrees and a
 //!   budget against replication.
+//! - [`hitables`]: HiTables, an iptables rule set rewritten into one whose chains encode
+//!   decision trees (binary-search dispatch chains, leaves with exit rules).
 //! - [`hypercuts`]: HyperCuts trees (several fields cut per node, region compaction).
+//! - [`iptables`]: iptables rule sets — `iptables-save` reader, `iptables-restore` and `nft`
+//!   writers, chain semantics (jumps, gotos, policies), ClassBench conversion, 5-field boxes.
 //! - [`pacuts`]: PaCuts, netsift's fast engine — rules grouped by their small address field,
 //!   a direct table on that field's top bits, 16-way split trees below it, and leaves scanned
 //!   eight rules at a time with AVX2.
@@ -34,7 +38,9 @@ pub mod classbench;
 pub mod engine;
 pub mod generate;
 pub mod hicuts;
+pub mod hitables;
 pub mod hypercuts;
+pub mod iptables;
 pub mod linear;
 pub mod pacuts;
 pub mod rule;

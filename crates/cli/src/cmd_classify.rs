@@ -1,5 +1,8 @@
 //! `netsift classify`: classify the headers of a ClassBench trace against a rule set, compare
-//! with the trace's answer column, and report speed, build time and memory.
+//! with the trace's answer column, and report speed, build time and memory. An iptables rule
+//! set (`iptables-save` output, e.g. one `netsift hitables` wrote) is simulated instead: its
+//! chains evaluated from `--chain` as the kernel would, the deciding rule's `cb<N>` comment
+//! compared with the answer, and the rules visited per header reported.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,9 +14,12 @@ use netsift::classify::{classbench, engine};
 /// Flags of `netsift classify`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The rule set (ClassBench format).
+    /// The rule set: ClassBench format, or `iptables-save` output (simulated).
     #[arg(long, value_name = "FILE")]
     rules: PathBuf,
+    /// For an iptables rule set: the built-in chain headers enter.
+    #[arg(long, default_value = "FORWARD")]
+    chain: String,
     /// The header trace (ClassBench format; a sixth column is the expected 1-based rule).
     #[arg(long, value_name = "FILE")]
     trace: PathBuf,
@@ -54,9 +60,10 @@ impl From<EngineArg> for engine::Kind {
 
 /// Run `netsift classify`.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.rules)
-        .with_context(|| format!("cannot read {}", args.rules.display()))?;
-    let rules = classbench::parse_rules(&text).with_context(|| args.rules.display().to_string())?;
+    let rules = match crate::rulefile::read(&args.rules)? {
+        crate::rulefile::RuleFile::ClassBench(rules) => rules,
+        crate::rulefile::RuleFile::Iptables(rs) => return simulate(&args, &rs),
+    };
     let text = std::fs::read_to_string(&args.trace)
         .with_context(|| format!("cannot read {}", args.trace.display()))?;
     let trace = classbench::parse_trace(&text).with_context(|| args.trace.display().to_string())?;
@@ -128,6 +135,80 @@ pub fn run(args: Args) -> Result<ExitCode> {
             built.build_time.as_secs_f64() * 1e3,
             built.memory.div_ceil(1024),
             n as f64 / secs / 1e6
+        );
+    }
+    Ok(if mismatches == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `netsift classify` on an iptables rule set: every header evaluated through the chains.
+fn simulate(args: &Args, rs: &netsift::classify::iptables::Ruleset) -> Result<ExitCode> {
+    use netsift::classify::iptables::Packet;
+    if !matches!(args.engine, EngineArg::Linear | EngineArg::Auto) {
+        bail!(
+            "{}: an iptables rule set is evaluated chain by chain (--engine linear or auto)",
+            args.rules.display()
+        );
+    }
+    let text = std::fs::read_to_string(&args.trace)
+        .with_context(|| format!("cannot read {}", args.trace.display()))?;
+    let trace = classbench::parse_trace(&text).with_context(|| args.trace.display().to_string())?;
+    if trace.is_empty() {
+        bail!("{}: no headers", args.trace.display());
+    }
+    let ev = rs.evaluator()?;
+    // The ClassBench rule a rule stands for: its comment `cb<N>`.
+    let cb = |chain: usize, rule: usize| {
+        rs.chains[chain].rules[rule]
+            .comments()
+            .find_map(|c| c.strip_prefix("cb").and_then(|n| n.parse::<usize>().ok()))
+    };
+    let (mut mismatches, mut unanswered, mut visited) = (0usize, 0usize, 0usize);
+    let t0 = Instant::now();
+    for (i, t) in trace.iter().enumerate() {
+        let e = ev.evaluate(&args.chain, &Packet::new(t.header))?;
+        visited += e.rules_visited();
+        let got = e.decided_by.and_then(|s| cb(s.chain, s.rule));
+        match t.answer {
+            None => unanswered += 1,
+            Some(a) if got != Some(a) => {
+                mismatches += 1;
+                if mismatches <= 10 {
+                    eprintln!(
+                        "{}:{}: {}: rule {} expected, {} found ({:?})",
+                        args.trace.display(),
+                        i + 1,
+                        t.header,
+                        a,
+                        got.map_or("none".to_string(), |g| g.to_string()),
+                        e.verdict
+                    );
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "{} rules in {} chains, {} headers: {} mismatches{}; {:.1} rules visited per header",
+        rs.chains.iter().map(|c| c.rules.len()).sum::<usize>(),
+        rs.chains.len(),
+        trace.len(),
+        mismatches,
+        if unanswered > 0 {
+            format!(" ({unanswered} without an answer)")
+        } else {
+            String::new()
+        },
+        visited as f64 / trace.len() as f64
+    );
+    if args.stats {
+        println!(
+            "simulator: {:.3} M headers/s",
+            trace.len() as f64 / secs.max(1e-9) / 1e6
         );
     }
     Ok(if mismatches == 0 {

@@ -13,9 +13,11 @@ mod cmd_demo;
 mod cmd_filter;
 mod cmd_ftpcap;
 mod cmd_gen;
+mod cmd_hitables;
 mod expr;
 mod output;
 mod program;
+mod rulefile;
 mod sample;
 mod signals;
 mod sink;
@@ -46,6 +48,9 @@ enum Command {
     Gen(cmd_gen::Args),
     /// Classify the headers of a ClassBench trace against a rule set (first match wins).
     Classify(cmd_classify::Args),
+    /// Rewrite an iptables rule set into an equivalent one whose chains encode decision trees
+    /// (HiTables), as iptables-restore or nft input.
+    Hitables(cmd_hitables::Args),
     /// Follow FTP control connections in a capture and keep their data connections (Swift's
     /// FTPCap: the filter is updated in place as connections open and close).
     Ftpcap(cmd_ftpcap::Args),
@@ -64,6 +69,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => cmd_gen::run(args),
         Command::Ftpcap(args) => cmd_ftpcap::run(args),
         Command::Classify(args) => cmd_classify::run(args),
+        Command::Hitables(args) => cmd_hitables::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Bench(args) => cmd_bench::run(args),
     };

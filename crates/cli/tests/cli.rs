@@ -476,7 +476,7 @@ fn classify_reports_mismatches_and_bad_lines() {
         "167838211 3323068417 40000 80 6 1\n167838211 3323068417 40000 81 6 2\n",
     )
     .unwrap();
-    for engine in ["linear", "hicuts"] {
+    for engine in ["linear", "hicuts", "hypercuts", "pacuts", "auto"] {
         let o = netsift(&[
             "classify",
             "--rules",
@@ -564,7 +564,7 @@ fn gen_classbench_writes_rules_and_a_trace_that_classify_agrees_with() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), text);
     // Every answer of the trace is the first matching rule.
-    for engine in ["linear", "hicuts"] {
+    for engine in ["linear", "hicuts", "hypercuts", "pacuts", "auto"] {
         let o = netsift(&["classify", "--rules", r, "--trace", t, "--engine", engine]);
         assert!(o.status.success(), "{engine}: {}", stderr(&o));
         assert!(
@@ -604,4 +604,99 @@ fn gen_classbench_writes_rules_and_a_trace_that_classify_agrees_with() {
         assert!(!o.status.success(), "{args:?} succeeded");
         assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
     }
+}
+
+#[test]
+fn hitables_rewrites_and_classify_simulates_the_result() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/classbench/ehzuf-HyperSplit");
+    let rules = data.join("rules/acl1");
+    let trace = data.join("traces/acl1_trace");
+    assert!(
+        rules.exists(),
+        "the shared data is missing: {}",
+        rules.display()
+    );
+    let out = tmp("acl1.hitables");
+    let o = netsift(&[
+        "hitables",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--stats",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("8140 headers: 0 differ"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("hitables: 753 rules ->"),
+        "{}",
+        stderr(&o)
+    );
+    // The rewritten set, simulated, gives the trace's answers, visiting few rules.
+    let o = netsift(&[
+        "classify",
+        "--rules",
+        out.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("8140 headers: 0 mismatches"), "{s}");
+    let visited: f64 = s
+        .rsplit("; ")
+        .next()
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no path length in {s}"));
+    assert!(visited < 40.0, "{visited} rules visited per header");
+    // The original, simulated, visits hundreds.
+    let o = netsift(&[
+        "hitables",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--min-run",
+        "100000",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = netsift(&[
+        "classify",
+        "--rules",
+        out.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(stdout(&o).contains("0 mismatches"), "{}", stdout(&o));
+    // nft output.
+    let o = netsift(&["hitables", "--rules", rules.to_str().unwrap(), "--nft"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("table ip filter") || stdout(&o).contains("\ntable ip filter"),
+        "{}",
+        &stdout(&o)[..200.min(stdout(&o).len())]
+    );
+    // Bad input: line and column.
+    let bad = tmp("bad.rules");
+    std::fs::write(&bad, "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n-A INPUT -p tcp --dport 99999 -j ACCEPT\nCOMMIT\n").unwrap();
+    let o = netsift(&["hitables", "--rules", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("line 5"), "{}", stderr(&o));
+    let o = netsift(&[
+        "hitables",
+        "--rules",
+        rules.to_str().unwrap(),
+        "--max-expansion",
+        "0.5",
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--max-expansion"), "{}", stderr(&o));
 }

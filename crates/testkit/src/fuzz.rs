@@ -453,3 +453,81 @@ pub fn classbench_seed(data: &[u8]) {
         );
     }
 }
+
+/// Parse `data` as `iptables-save` output: nothing may panic; when it parses, it writes out and
+/// reads back the same, its nft translation does not panic, and its HiTables rewrite decides
+/// every header (made from the input's bytes and the rules' corners) like the original, by the
+/// same rule.
+pub fn iptables_hitables(data: &[u8]) {
+    use netsift_classify::Header;
+    use netsift_classify::hitables::{self, Params};
+    use netsift_classify::iptables::{self, Packet};
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(rs) = iptables::parse(text) else {
+        return;
+    };
+    let back = iptables::parse(&rs.to_restore()).expect("written text reads back");
+    assert_eq!(back, rs, "round trip");
+    let _ = rs.to_nft();
+    if rs.chains.iter().map(|c| c.rules.len()).sum::<usize>() > 300 {
+        return;
+    }
+    let p = Params {
+        binth: 2,
+        fanout: 4,
+        min_run: 2,
+        ..Params::default()
+    };
+    let Ok((new, _)) = hitables::rewrite(&rs, &p) else {
+        return;
+    };
+    let (Ok(eo), Ok(en)) = (rs.evaluator(), new.evaluator()) else {
+        panic!("a valid set and its rewrite evaluate");
+    };
+    // Headers: the rules' box corners, and words of the input.
+    let mut headers: Vec<Header> = rs
+        .chains
+        .iter()
+        .flat_map(|c| c.rules.iter().filter_map(|r| r.boxes()))
+        .flatten()
+        .take(100)
+        .flat_map(|b| {
+            [
+                Header(std::array::from_fn(|d| b.fields[d].lo)),
+                Header(std::array::from_fn(|d| b.fields[d].hi)),
+            ]
+        })
+        .collect();
+    for w in data.chunks(12).take(50) {
+        let mut a = [0u8; 12];
+        a[..w.len()].copy_from_slice(w);
+        let x = |i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+        headers.push(Header([
+            x(0),
+            x(4),
+            x(8) & 0xffff,
+            x(8) >> 16,
+            u32::from(a[1]),
+        ]));
+    }
+    for c in rs.chains.iter().filter(|c| c.policy.is_some()) {
+        for h in &headers {
+            let (a, b) = (
+                eo.evaluate(&c.name, &Packet::new(*h)),
+                en.evaluate(&c.name, &Packet::new(*h)),
+            );
+            let (Ok(a), Ok(b)) = (a, b) else {
+                continue;
+            };
+            assert_eq!(a.verdict, b.verdict, "{} {h}", c.name);
+            assert_eq!(
+                a.decided_by.map(|s| &rs.chains[s.chain].rules[s.rule]),
+                b.decided_by.map(|s| &new.chains[s.chain].rules[s.rule]),
+                "{} {h}",
+                c.name
+            );
+        }
+    }
+}

@@ -225,3 +225,40 @@ fn classbench_seed_on_shared_seeds_and_mutations() {
         fuzz::classbench_seed(&input);
     }
 }
+
+#[test]
+fn iptables_hitables_on_a_sample_set_and_mutations() {
+    let mut rng = Rng::new(13);
+    let mut text = String::from(
+        "# sample\n*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [3:180]\n:OUTPUT ACCEPT [0:0]\n:USR - [0:0]\n",
+    );
+    text.push_str("-A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT\n");
+    for i in 0..40u32 {
+        let target = ["ACCEPT", "DROP", "USR", "RETURN"][(i % 4) as usize];
+        text.push_str(&format!(
+            "-A FORWARD -s 10.{}.0.0/16 -d 192.168.{}.0/24 -p {} -m {} --dport {}:{} -j {target}\n",
+            i % 7,
+            i % 5,
+            ["tcp", "udp"][(i % 2) as usize],
+            ["tcp", "udp"][(i % 2) as usize],
+            1000 + i * 10,
+            1005 + i * 10
+        ));
+    }
+    text.push_str("-A FORWARD -p icmp -j ACCEPT\n-A USR -p tcp ! --dport 22 -j DROP\n-A USR -j RETURN\nCOMMIT\n");
+    if let Err(e) = netsift_classify::iptables::parse(&text) {
+        panic!("the sample does not parse: {e}");
+    }
+    let input = text.into_bytes();
+    fuzz::iptables_hitables(&input);
+    for _ in 0..300 {
+        let mut m = input.clone();
+        let at = rng.below(m.len() as u64) as usize;
+        m[at] = *rng.pick(b"-!:./0123456789 \nAJDPRstdpjg");
+        fuzz::iptables_hitables(&m);
+        fuzz::iptables_hitables(&m[..at]);
+    }
+    for input in stored_inputs("iptables_hitables") {
+        fuzz::iptables_hitables(&input);
+    }
+}
