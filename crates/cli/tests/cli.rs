@@ -608,8 +608,10 @@ fn gen_classbench_writes_rules_and_a_trace_that_classify_agrees_with() {
 
 #[test]
 fn hitables_rewrites_and_classify_simulates_the_result() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/classbench/ehzuf-HyperSplit");
+    let data = std::env::var_os("NETSIFT_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
+        .join("classbench/ehzuf-HyperSplit");
     let rules = data.join("rules/acl1");
     let trace = data.join("traces/acl1_trace");
     assert!(
