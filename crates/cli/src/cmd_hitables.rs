@@ -16,7 +16,7 @@ use crate::rulefile;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The rule set: `iptables-save` output, or a ClassBench set (converted: rule i gets ACCEPT
-    /// or DROP and the comment cb<i>).
+    /// or DROP and the comment `cb<i>`).
     #[arg(long, value_name = "FILE")]
     rules: PathBuf,
     /// Write the rewritten set here (default: standard output).
