@@ -148,6 +148,9 @@ pub fn parse(text: &str) -> Result<Ruleset, Error> {
     for (i, line) in text.split('\n').enumerate() {
         let n = i + 1;
         last = n;
+        // Other tables keep their lines exactly, carriage returns included, so that writing
+        // them back and reading them again gives the same text.
+        let raw = line;
         let line = line.strip_suffix('\r').unwrap_or(line);
         let trimmed = line.trim_start_matches([' ', '\t']);
         let body = trimmed.trim_end_matches([' ', '\t', '\r']);
@@ -166,7 +169,7 @@ pub fn parse(text: &str) -> Result<Ruleset, Error> {
             }
         }
         if let Some((t, _)) = other.as_mut() {
-            t.text.push_str(line);
+            t.text.push_str(raw);
             t.text.push('\n');
             if body == "COMMIT" {
                 rs.other_tables.extend(other.take().map(|(t, _)| t));
@@ -191,7 +194,7 @@ pub fn parse(text: &str) -> Result<Ruleset, Error> {
                     other = Some((
                         RawTable {
                             name: name.to_string(),
-                            text: format!("{line}\n"),
+                            text: format!("{raw}\n"),
                         },
                         n,
                     ))

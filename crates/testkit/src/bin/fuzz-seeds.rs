@@ -115,5 +115,42 @@ fn main() {
         write(dir, "lang_compile", &format!("seed-{i}"), e.as_bytes());
         write(dir, "lang_vs_libpcap", &format!("seed-{i}"), e.as_bytes());
     }
+    // ClassBench rule sets with traces, seed files, and iptables rule sets converted from them.
+    let cb = data::dir().join("classbench");
+    for set in ["acl1", "fw1", "ipc1"] {
+        let rules = fs::read_to_string(cb.join("ehzuf-HyperSplit/rules").join(set))
+            .unwrap_or_else(|e| panic!("{set}: {e}"));
+        let trace = fs::read_to_string(cb.join(format!("ehzuf-HyperSplit/traces/{set}_trace")))
+            .unwrap_or_else(|e| panic!("{set}_trace: {e}"));
+        let head: String = rules.lines().take(80).map(|l| format!("{l}\n")).collect();
+        let tail: String = trace.lines().take(100).map(|l| format!("{l}\n")).collect();
+        write(
+            dir,
+            "classbench_parse",
+            &format!("seed-{set}"),
+            format!("{head}--\n{tail}").as_bytes(),
+        );
+        if let Ok(parsed) = netsift_classify::classbench::parse_rules(&head) {
+            let c = netsift_classify::iptables::from_classbench(&parsed, &Default::default());
+            write(
+                dir,
+                "iptables_hitables",
+                &format!("seed-{set}"),
+                c.ruleset.to_restore().as_bytes(),
+            );
+        }
+    }
+    for e in fs::read_dir(cb.join("seeds"))
+        .unwrap_or_else(|e| panic!("seeds: {e}"))
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        write(
+            dir,
+            "classbench_seed",
+            &name,
+            &fs::read(e.path()).unwrap_or_default(),
+        );
+    }
     println!("fuzz seeds written to {}", dir.display());
 }
