@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 7] = [
+pub const SUITES: [(&str, &str); 8] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -41,6 +41,11 @@ pub const SUITES: [(&str, &str); 7] = [
     (
         "capture",
         "live capture on a veth pair (AF_PACKET, AF_XDP) against tcpdump -w /dev/null; needs root",
+    ),
+    (
+        "hitables",
+        "HiTables in the kernel: packets/s through INPUT, ClassBench acl1/fw1/ipc1 10K original \
+         against rewritten, iptables-nft and nft (HiTables Fig. 5b); needs root, iptables, nft",
     ),
 ];
 
@@ -91,6 +96,11 @@ pub fn run(name: &str) -> Result<String, String> {
         "capture" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
             crate::capture::suite(&exe, 1_000_000, 3)
+        }
+        #[cfg(target_os = "linux")]
+        "hitables" => {
+            let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
+            crate::hitables::suite(&crate::hitables::SuiteConfig::default(), csv.as_deref())
         }
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
