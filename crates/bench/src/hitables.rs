@@ -131,7 +131,7 @@ impl Compressed {
     /// The header with its addresses mapped (ports and protocol as they are).
     pub fn header(&self, h: &Header) -> Header {
         let [sa, da, sp, dp, proto] = h.0;
-        Header([self.src.map(sa), self.dst.map(da), sp, dp, proto])
+        Header([self.src.map(sa), self.dst.map(da), sp, dp, proto], 0)
     }
 }
 
@@ -173,6 +173,7 @@ pub fn compress(rules: &[Rule]) -> Result<Compressed, String> {
         }
         out.push(Rule {
             fields,
+            flags: r.flags,
             line: r.line,
         });
     }
@@ -1338,6 +1339,7 @@ mod tests {
                         port(rng),
                         proto,
                     ],
+                    flags: netsift_classify::Flags::ANY,
                     line: i + 1,
                 }
             })
@@ -1361,22 +1363,28 @@ mod tests {
         };
         for _ in 0..4000 {
             let proto = [6, 17, 1][rng.below(3) as usize];
-            v.push(Header([
-                pick(rng, Field::SrcIp),
-                pick(rng, Field::DstIp),
-                pick(rng, Field::SrcPort) & 0xffff,
-                pick(rng, Field::DstPort) & 0xffff,
-                proto,
-            ]));
+            v.push(Header(
+                [
+                    pick(rng, Field::SrcIp),
+                    pick(rng, Field::DstIp),
+                    pick(rng, Field::SrcPort) & 0xffff,
+                    pick(rng, Field::DstPort) & 0xffff,
+                    proto,
+                ],
+                0,
+            ));
         }
         for _ in 0..500 {
-            v.push(Header([
-                rng.next() as u32,
-                rng.next() as u32,
-                rng.below(2100) as u32,
-                rng.below(2100) as u32,
-                6,
-            ]));
+            v.push(Header(
+                [
+                    rng.next() as u32,
+                    rng.next() as u32,
+                    rng.below(2100) as u32,
+                    rng.below(2100) as u32,
+                    6,
+                ],
+                0,
+            ));
         }
         v
     }
@@ -1433,7 +1441,11 @@ mod tests {
                 let mut fields = Field::ALL.map(Range::any);
                 fields[0] = Range::prefix(0, len);
                 fields[1] = Range::prefix(0x0a00_0000, len / 2);
-                Rule { fields, line: 1 }
+                Rule {
+                    fields,
+                    flags: netsift_classify::Flags::ANY,
+                    line: 1,
+                }
             })
             .collect();
         let mut rng = Rng(7);
@@ -1469,7 +1481,11 @@ mod tests {
             (0x0b00_0000, 8),
         ] {
             fields[0] = Range::prefix(a, len);
-            rules.push(Rule { fields, line: 1 });
+            rules.push(Rule {
+                fields,
+                flags: netsift_classify::Flags::ANY,
+                line: 1,
+            });
         }
         let c = compress(&rules).unwrap();
         // 10/8 holds two /16 (one address each) and addresses of its own: a block of 4; 11/8
@@ -1494,7 +1510,11 @@ mod tests {
         let rules: Vec<Rule> = (0..70_000u32)
             .map(|i| {
                 fields[1] = Range::prefix(i * 2, 32);
-                Rule { fields, line: 1 }
+                Rule {
+                    fields,
+                    flags: netsift_classify::Flags::ANY,
+                    line: 1,
+                }
             })
             .collect();
         match compress(&rules) {
@@ -1509,7 +1529,7 @@ mod tests {
     #[test]
     fn frames_carry_the_header() {
         let (s, d) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
-        let h = Header([BASE + 5, BASE + 0x1_0203, 1234, 80, 6]);
+        let h = Header([BASE + 5, BASE + 0x1_0203, 1234, 80, 6], 0);
         let f = frame(&h, s, d);
         assert_eq!(&f[..12], &[2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1]);
         assert_eq!(&f[12..14], &[8, 0]);
@@ -1518,9 +1538,9 @@ mod tests {
         assert_eq!(&f[30..34], &[198, 19, 2, 3]);
         assert_eq!(&f[34..38], &[0x04, 0xd2, 0, 80]);
         assert_eq!(f[34 + 13], TCP_FLAGS);
-        let u = frame(&Header([BASE, BASE, 53, 5353, 17]), s, d);
+        let u = frame(&Header([BASE, BASE, 53, 5353, 17], 0), s, d);
         assert_eq!((u[14 + 9], &u[34..38]), (17, &[0, 53, 0x14, 0xe9][..]));
-        let g = frame(&Header([BASE, BASE, 0, 0, 47]), s, d);
+        let g = frame(&Header([BASE, BASE, 0, 0, 47], 0), s, d);
         assert_eq!((g[14 + 9], g.len()), (47, 60));
         assert_eq!(u16::from_be_bytes([g[16], g[17]]), 28);
     }
@@ -1605,9 +1625,9 @@ mod tests {
         assert!(input[1].contains("--comment cb1"));
         // The prediction: per comment of the deciding rule, and the policy.
         let hs = [
-            Header([BASE + 1, BASE, 1000, 80, 6]),
-            Header([BASE + 1, BASE, 1000, 81, 6]),
-            Header([BASE + 2, BASE, 9, 80, 6]),
+            Header([BASE + 1, BASE, 1000, 80, 6], 0),
+            Header([BASE + 1, BASE, 1000, 81, 6], 0),
+            Header([BASE + 2, BASE, 9, 80, 6], 0),
         ];
         let want = expected(&rs, "INPUT", &hs).unwrap();
         assert_eq!(want.by_comment, BTreeMap::from([("cb1".to_string(), 2)]));

@@ -2,7 +2,7 @@
 //!
 //! Rules, one a line, priority = line order: `@<sa>/<len> <da>/<len> <sp_lo> : <sp_hi> <dp_lo> :
 //! <dp_hi> <proto>/<mask>` and, in the generator's original output, a sixth field of TCP flags
-//! `0x<flags>/0x<mask>` (read and ignored: the rule model has no flags yet). Any whitespace
+//! `0x<flags>/0x<mask>` (a header matches when its flags, masked, equal the value). Any whitespace
 //! separates fields; hexadecimal is accepted in either case. Traces: `<sa> <da> <sp> <dp>
 //! <proto> [<rule#> ...]`, unsigned integers; the sixth column, when present, is the 1-based index
 //! of the first matching rule. Blank lines are skipped. A bad line is an [`Error`] naming the
@@ -11,7 +11,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::rule::{Header, Range, Rule};
+use crate::rule::{Flags, Header, Range, Rule};
 
 /// The shared test data directory (`$NETSIFT_SHARED_DATA`, or `../shared/data` beside the
 /// repository netsift was built from); its `classbench/` holds the rule sets, traces and seeds.
@@ -204,25 +204,24 @@ pub fn parse_rules(text: &str) -> Result<Vec<Rule>, Error> {
         let sp = c.port_range("the source ports")?;
         let dp = c.port_range("the destination ports")?;
         let proto = c.value_mask("the protocol", 0xff)?;
+        let mut flags = Flags::ANY;
         if !c.at_end() {
-            // The generator's sixth field: TCP flags and their mask (not in the model yet).
-            c.skip_space();
-            let start = c.at;
-            c.number("the TCP flags", 0xffff)?;
+            // The generator's sixth field: TCP flags and their mask (bits outside the mask of
+            // the value are ignored, as the mask says).
+            let value = c.number("the TCP flags", 0xffff)?;
             c.expect('/', "`/` and the mask of the TCP flags")?;
             let mask = c.number("the mask of the TCP flags", 0xffff)?;
-            if mask != 0 {
-                return Err(c.error(
-                    start,
-                    "rules on TCP flags are not supported yet (only the any mask 0x0000)",
-                ));
-            }
+            flags = Flags {
+                value: (value & mask) as u16,
+                mask: mask as u16,
+            };
         }
         if !c.at_end() {
             return Err(c.error(c.at, "unexpected text after the rule"));
         }
         rules.push(Rule {
             fields: [sa, da, sp, dp, proto],
+            flags,
             line: c.line,
         });
     }
@@ -243,13 +242,16 @@ pub struct TraceEntry {
 pub fn parse_trace(text: &str) -> Result<Vec<TraceEntry>, Error> {
     let mut out = Vec::new();
     for mut c in non_blank_lines(text) {
-        let h = Header([
-            c.number("the source address", u64::from(u32::MAX))?,
-            c.number("the destination address", u64::from(u32::MAX))?,
-            c.number("the source port", 0xffff)?,
-            c.number("the destination port", 0xffff)?,
-            c.number("the protocol", 0xff)?,
-        ]);
+        let h = Header(
+            [
+                c.number("the source address", u64::from(u32::MAX))?,
+                c.number("the destination address", u64::from(u32::MAX))?,
+                c.number("the source port", 0xffff)?,
+                c.number("the destination port", 0xffff)?,
+                c.number("the protocol", 0xff)?,
+            ],
+            0,
+        );
         let answer = if c.at_end() {
             None
         } else {

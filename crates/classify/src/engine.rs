@@ -120,19 +120,22 @@ pub fn sample_headers(rules: &[Rule], n: usize) -> Vec<Header> {
         x
     };
     if rules.is_empty() {
-        return vec![Header([0; 5])];
+        return vec![Header([0; 5], 0)];
     }
     (0..n)
         .map(|i| {
             let r = &rules[i * rules.len() / n.max(1) % rules.len()];
-            Header(std::array::from_fn(|d| {
-                let f = r.fields[d];
-                match next() % 3 {
-                    0 => f.lo,
-                    1 => f.hi,
-                    _ => f.lo + (next() % (u64::from(f.hi - f.lo) + 1)) as u32,
-                }
-            }))
+            Header(
+                std::array::from_fn(|d| {
+                    let f = r.fields[d];
+                    match next() % 3 {
+                        0 => f.lo,
+                        1 => f.hi,
+                        _ => f.lo + (next() % (u64::from(f.hi - f.lo) + 1)) as u32,
+                    }
+                }),
+                0,
+            )
         })
         .collect()
 }

@@ -1637,6 +1637,7 @@ fn order(rules: Vec<[Range; 5]>, sa_len: &[u8], da_len: &[u8]) -> Vec<Rule> {
         .enumerate()
         .map(|(line, (_, _, i))| Rule {
             fields: rules[i as usize],
+            flags: crate::Flags::ANY,
             line: line + 1,
         })
         .collect()
@@ -1819,15 +1820,18 @@ pub fn trace(rules: &[Rule], n: usize, rng_seed: u64, opts: TraceOptions) -> Vec
             None => rng.below(rules.len() as u64) as usize,
         };
         let corner = rng.f64() < corners;
-        let header = Header(std::array::from_fn(|f| {
-            let Range { lo, hi } = rules[r].fields[f];
-            let hi = hi.max(lo);
-            if corner {
-                if rng.bit() == 0 { lo } else { hi }
-            } else {
-                lo + rng.below(u64::from(hi - lo) + 1) as u32
-            }
-        }));
+        let header = Header(
+            std::array::from_fn(|f| {
+                let Range { lo, hi } = rules[r].fields[f];
+                let hi = hi.max(lo);
+                if corner {
+                    if rng.bit() == 0 { lo } else { hi }
+                } else {
+                    lo + rng.below(u64::from(hi - lo) + 1) as u32
+                }
+            }),
+            0,
+        );
         let copies = if b == 0.0 {
             1
         } else {
@@ -2248,6 +2252,7 @@ mod tests {
                     });
                     Rule {
                         fields: [Range::prefix(0, s), Range::prefix(0, l), d.sp, d.dp, proto],
+                        flags: crate::Flags::ANY,
                         line: 0,
                     }
                 })

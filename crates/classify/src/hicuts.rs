@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use crate::{Classifier, Field, Header, Rule};
+use crate::{Classifier, Field, Flags, Header, Rule};
 
 /// Build parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +57,7 @@ pub struct HiCuts {
     children: Vec<u32>,
     leaf_rules: Vec<u32>,
     ranges: Vec<[(u32, u32); 5]>,
+    flags: Vec<Flags>,
 }
 
 /// log2 of the size of each field's whole range.
@@ -74,6 +75,7 @@ impl HiCuts {
             children: Vec::new(),
             leaf_rules: Vec::new(),
             ranges,
+            flags: rules.iter().map(|r| r.flags).collect(),
         };
         let mut budget = p.budget_per_rule.saturating_mul(rules.len().max(1));
         let all: Vec<u32> = (0..rules.len() as u32).collect();
@@ -88,6 +90,7 @@ impl HiCuts {
         self.nodes.len() * std::mem::size_of::<Node>()
             + (self.children.len() + self.leaf_rules.len()) * 4
             + self.ranges.len() * std::mem::size_of::<[(u32, u32); 5]>()
+            + self.flags.len() * std::mem::size_of::<Flags>()
     }
 
     /// Nodes in the tree.
@@ -95,13 +98,15 @@ impl HiCuts {
         self.nodes.len()
     }
 
+    /// Whether rule `r` matches every header of box `bx` (a rule on TCP flags never does).
     fn covers(&self, r: u32, bx: &[(u32, u8); 5]) -> bool {
         let rg = &self.ranges[r as usize];
-        (0..5).all(|d| {
-            let (lo, bits) = bx[d];
-            let hi = lo as u64 + (1u64 << bits) - 1;
-            rg[d].0 <= lo && rg[d].1 as u64 >= hi
-        })
+        self.flags[r as usize].is_any()
+            && (0..5).all(|d| {
+                let (lo, bits) = bx[d];
+                let hi = lo as u64 + (1u64 << bits) - 1;
+                rg[d].0 <= lo && rg[d].1 as u64 >= hi
+            })
     }
 
     /// Build the subtree for `rules` in box `bx` (per field: low end and log2 size); returns
@@ -239,10 +244,11 @@ impl Classifier for HiCuts {
                 return rules
                     .iter()
                     .find(|&&r| {
-                        self.ranges[r as usize]
-                            .iter()
-                            .zip(v.iter())
-                            .all(|(&(lo, hi), &x)| lo <= x && x <= hi)
+                        self.flags[r as usize].matches(h.1)
+                            && self.ranges[r as usize]
+                                .iter()
+                                .zip(v.iter())
+                                .all(|(&(lo, hi), &x)| lo <= x && x <= hi)
                     })
                     .map(|&r| r as usize);
             }
@@ -294,17 +300,18 @@ mod tests {
     #[test]
     fn empty_set_and_out_of_range_values() {
         let t = HiCuts::new(&[], Params::default());
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5])), None);
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5], 0)), None);
         let rules = vec![Rule {
             fields: std::array::from_fn(|d| Range::any(Field::ALL[d])),
+            flags: crate::Flags::ANY,
             line: 1,
         }];
         let t = HiCuts::new(&rules, Params::default());
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5])), Some(0));
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5], 0)), Some(0));
         // A "port" beyond 65535 is in no rule's range.
         assert_eq!(
-            t.classify(&Header([1, 2, 70_000, 4, 5])),
-            Linear::new(&rules).classify(&Header([1, 2, 70_000, 4, 5]))
+            t.classify(&Header([1, 2, 70_000, 4, 5], 0)),
+            Linear::new(&rules).classify(&Header([1, 2, 70_000, 4, 5], 0))
         );
     }
 }

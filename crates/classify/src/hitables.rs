@@ -989,7 +989,7 @@ mod tests {
             leaves += report.trees.iter().map(|t| t.leaves).sum::<usize>();
         }
         assert!(
-            with_trees >= 20 && leaves >= 500,
+            with_trees >= 15 && leaves >= 500,
             "{with_trees} rounds with trees, {leaves} leaves"
         );
     }

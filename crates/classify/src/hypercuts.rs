@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::{Classifier, Header, Rule};
+use crate::{Classifier, Flags, Header, Rule};
 
 /// Build parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +73,7 @@ pub struct HyperCuts {
     children: Vec<u32>,
     leaf_rules: Vec<u32>,
     ranges: Vec<[(u32, u32); 5]>,
+    flags: Vec<Flags>,
 }
 
 type Box5 = [(u32, u32); 5];
@@ -89,6 +90,7 @@ impl HyperCuts {
             children: Vec::new(),
             leaf_rules: Vec::new(),
             ranges,
+            flags: rules.iter().map(|r| r.flags).collect(),
         };
         let mut b = Build {
             p: Params {
@@ -110,6 +112,7 @@ impl HyperCuts {
         self.nodes.len() * std::mem::size_of::<Node>()
             + (self.children.len() + self.leaf_rules.len()) * 4
             + self.ranges.len() * std::mem::size_of::<Box5>()
+            + self.flags.len() * std::mem::size_of::<Flags>()
     }
 
     /// Nodes in the tree.
@@ -201,7 +204,8 @@ impl HyperCuts {
         }
         if let Some(k) = rules.iter().position(|&r| {
             let g = &self.ranges[r as usize];
-            (0..5).all(|d| g[d].0 <= bx[d].0 && bx[d].1 <= g[d].1)
+            self.flags[r as usize].is_any()
+                && (0..5).all(|d| g[d].0 <= bx[d].0 && bx[d].1 <= g[d].1)
         }) {
             rules.truncate(k + 1);
         }
@@ -337,10 +341,11 @@ impl Classifier for HyperCuts {
                 return rules
                     .iter()
                     .find(|&&r| {
-                        self.ranges[r as usize]
-                            .iter()
-                            .zip(v.iter())
-                            .all(|(&(lo, hi), &x)| lo <= x && x <= hi)
+                        self.flags[r as usize].matches(h.1)
+                            && self.ranges[r as usize]
+                                .iter()
+                                .zip(v.iter())
+                                .all(|(&(lo, hi), &x)| lo <= x && x <= hi)
                     })
                     .map(|&r| r as usize);
             }
@@ -389,13 +394,14 @@ mod tests {
     #[test]
     fn empty_set_and_out_of_range_values() {
         let t = HyperCuts::new(&[], Params::default());
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5])), None);
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5], 0)), None);
         let any = Rule {
             fields: std::array::from_fn(|d| crate::Range::any(crate::Field::ALL[d])),
+            flags: crate::Flags::ANY,
             line: 1,
         };
         let t = HyperCuts::new(&[any], Params::default());
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5])), Some(0));
-        assert_eq!(t.classify(&Header([1, 2, 70_000, 4, 5])), None);
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5], 0)), Some(0));
+        assert_eq!(t.classify(&Header([1, 2, 70_000, 4, 5], 0)), None);
     }
 }

@@ -27,9 +27,9 @@
 //! )
 //! .unwrap();
 //! let engine = Linear::new(&rules);
-//! let web = Header([0x0a01_0203, 0xc612_0001, 40000, 80, 6]);
+//! let web = Header([0x0a01_0203, 0xc612_0001, 40000, 80, 6], 0);
 //! assert_eq!(engine.classify(&web), Some(0));
-//! assert_eq!(engine.classify(&Header([0x0b00_0001, 0, 1, 2, 17])), Some(1));
+//! assert_eq!(engine.classify(&Header([0x0b00_0001, 0, 1, 2, 17], 0)), Some(1));
 //! ```
 
 #![deny(missing_docs)]
@@ -48,7 +48,7 @@ mod split;
 #[cfg(test)]
 mod testutil;
 
-pub use rule::{Field, Header, Range, Rule};
+pub use rule::{Field, Flags, Header, Range, Rule};
 
 /// A classifier: the index (priority order, 0 first) of the first rule that matches a header.
 pub trait Classifier {

@@ -33,7 +33,7 @@
 use std::collections::HashMap;
 
 use crate::split::{self, Ranges};
-use crate::{Classifier, Header, Rule};
+use crate::{Classifier, Flags, Header, Rule};
 
 /// Build parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,12 +145,14 @@ struct Columns {
     c32: [Vec<u32>; 6],
     /// Protocol low, high.
     proto: [Vec<u16>; 2],
+    /// TCP flags: `value | mask << 16` (0: any).
+    flags: Vec<u32>,
     /// The rules.
     rule: Vec<u32>,
 }
 
 impl Columns {
-    fn push(&mut self, g: &Ranges, r: u32) {
+    fn push(&mut self, g: &Ranges, f: Flags, r: u32) {
         let v = [
             g[0].0,
             g[0].1,
@@ -164,6 +166,8 @@ impl Columns {
         }
         self.proto[0].push(g[4].0 as u16);
         self.proto[1].push(g[4].1 as u16);
+        self.flags
+            .push(u32::from(f.value) | u32::from(f.mask) << 16);
         self.rule.push(r);
     }
 
@@ -176,7 +180,7 @@ impl Columns {
             (0xff, 0),
         ];
         for _ in 0..LANES {
-            self.push(&never, u32::MAX);
+            self.push(&never, Flags::ANY, u32::MAX);
         }
     }
 
@@ -185,7 +189,7 @@ impl Columns {
     }
 
     fn bytes(&self) -> usize {
-        self.len() * (6 * 4 + 2 * 2 + 4)
+        self.len() * (6 * 4 + 2 * 2 + 4 + 4)
     }
 }
 
@@ -197,18 +201,22 @@ pub struct PaCuts {
     tables: Vec<u32>,
     cols: Columns,
     avx2: bool,
+    /// Whether some rule tests TCP flags (scans skip the test otherwise).
+    has_flags: bool,
     stats: Stats,
 }
 
 impl PaCuts {
     /// Build the engine for `rules` (priority = order).
     pub fn new(rules: &[Rule], p: Params) -> PaCuts {
+        let flags: Vec<Flags> = rules.iter().map(|r| r.flags).collect();
         let ranges: Vec<Ranges> = rules
             .iter()
             .map(|r| std::array::from_fn(|i| (r.fields[i].lo, r.fields[i].hi)))
             .collect();
         let mut b = Builder {
             ranges: &ranges,
+            flags: &flags,
             p: Params {
                 fanout: p.fanout.clamp(2, FANOUT),
                 binth: p.binth.max(1),
@@ -292,6 +300,7 @@ impl PaCuts {
             tables,
             cols: b.cols,
             avx2: avx2_available(),
+            has_flags: rules.iter().any(|r| !r.flags.is_any()),
             stats,
         }
     }
@@ -345,7 +354,7 @@ impl PaCuts {
             let mut at = start;
             while at < start + count && self.cols.rule[at] < best {
                 slots += LANES.min(start + count - at);
-                let m = Portable::scan(&self.cols, at, v, &()) & lane_mask(start + count - at);
+                let m = Portable::scan(&self.cols, at, v, h.1, &()) & lane_mask(start + count - at);
                 if m != 0 {
                     best = best.min(self.cols.rule[at + m.trailing_zeros() as usize]);
                     break;
@@ -361,7 +370,13 @@ impl PaCuts {
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: `avx2` is set only when the CPU has AVX2.
-            unsafe { self.all_avx2(headers, out) };
+            unsafe {
+                if self.has_flags {
+                    self.all_avx2::<true>(headers, out)
+                } else {
+                    self.all_avx2::<false>(headers, out)
+                }
+            };
             return;
         }
         self.batch::<Portable>(headers, out);
@@ -369,14 +384,14 @@ impl PaCuts {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt")]
-    fn one_avx2(&self, v: &[u32; 5]) -> Option<usize> {
-        self.lookup::<Avx2>(v)
+    fn one_avx2<const F: bool>(&self, h: &Header) -> Option<usize> {
+        self.lookup::<Avx2<F>>(h)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt")]
-    fn all_avx2(&self, headers: &[Header], out: &mut [Option<usize>]) {
-        self.batch::<Avx2>(headers, out);
+    fn all_avx2<const F: bool>(&self, headers: &[Header], out: &mut [Option<usize>]) {
+        self.batch::<Avx2<F>>(headers, out);
     }
 
     /// Lookups `BATCH` headers at a time, tree level by tree level, so that the loads of
@@ -423,12 +438,13 @@ impl PaCuts {
                         continue;
                     }
                     let v = &hs[i].0;
-                    let q = S::prepare(v);
+                    let q = S::prepare(v, hs[i].1);
                     let start = (c[i] & ((1 << LEAF_START) - 1)) as usize;
                     let count = ((c[i] >> LEAF_START) & ((1 << LEAF_COUNT) - 1)) as usize;
                     let mut at = start;
                     while at < start + count && self.cols.rule[at] < best[i] {
-                        let m = S::scan(&self.cols, at, v, &q) & lane_mask(start + count - at);
+                        let m =
+                            S::scan(&self.cols, at, v, hs[i].1, &q) & lane_mask(start + count - at);
                         if m != 0 {
                             best[i] = best[i].min(self.cols.rule[at + m.trailing_zeros() as usize]);
                             break;
@@ -454,12 +470,13 @@ impl PaCuts {
     }
 
     #[inline(always)]
-    fn lookup<S: Scan>(&self, v: &[u32; 5]) -> Option<usize> {
+    fn lookup<S: Scan>(&self, h: &Header) -> Option<usize> {
+        let v = &h.0;
         // Values beyond a field's width (a "port" above 65535) are in no rule.
         if (v[2] | v[3]) > 0xffff || v[4] > 0xff {
             return None;
         }
-        let q = S::prepare(v);
+        let q = S::prepare(v, h.1);
         let mut best = u32::MAX;
         for g in &self.groups {
             if g.min_rule >= best {
@@ -474,7 +491,7 @@ impl PaCuts {
             let count = ((c >> LEAF_START) & ((1 << LEAF_COUNT) - 1)) as usize;
             let mut at = start;
             while at < start + count && self.cols.rule[at] < best {
-                let m = S::scan(&self.cols, at, v, &q) & lane_mask(start + count - at);
+                let m = S::scan(&self.cols, at, v, h.1, &q) & lane_mask(start + count - at);
                 if m != 0 {
                     best = best.min(self.cols.rule[at + m.trailing_zeros() as usize]);
                     break;
@@ -500,9 +517,15 @@ impl Classifier for PaCuts {
         #[cfg(target_arch = "x86_64")]
         if self.avx2 {
             // SAFETY: `avx2` is set only when the CPU has AVX2.
-            return unsafe { self.one_avx2(&h.0) };
+            return unsafe {
+                if self.has_flags {
+                    self.one_avx2::<true>(h)
+                } else {
+                    self.one_avx2::<false>(h)
+                }
+            };
         }
-        self.lookup::<Portable>(&h.0)
+        self.lookup::<Portable>(h)
     }
 }
 
@@ -521,9 +544,9 @@ fn avx2_available() -> bool {
 trait Scan {
     /// Per-lookup state (broadcast header values).
     type Query;
-    fn prepare(v: &[u32; 5]) -> Self::Query;
+    fn prepare(v: &[u32; 5], flags: u16) -> Self::Query;
     fn child(n: &Node, x: u32) -> usize;
-    fn scan(c: &Columns, at: usize, v: &[u32; 5], q: &Self::Query) -> u32;
+    fn scan(c: &Columns, at: usize, v: &[u32; 5], flags: u16, q: &Self::Query) -> u32;
 }
 
 /// Rule by rule, on any CPU.
@@ -532,13 +555,13 @@ struct Portable;
 impl Scan for Portable {
     type Query = ();
     #[inline(always)]
-    fn prepare(_: &[u32; 5]) {}
+    fn prepare(_: &[u32; 5], _: u16) {}
     #[inline(always)]
     fn child(n: &Node, x: u32) -> usize {
         n.points.iter().filter(|&&p| p <= x).count()
     }
     #[inline(always)]
-    fn scan(c: &Columns, at: usize, v: &[u32; 5], _: &()) -> u32 {
+    fn scan(c: &Columns, at: usize, v: &[u32; 5], flags: u16, _: &()) -> u32 {
         let ports = v[2] | v[3] << 16;
         let mut m = 0;
         for l in 0..LANES {
@@ -553,22 +576,24 @@ impl Scan for Portable {
                 && (plo >> 16) <= (ports >> 16)
                 && (ports >> 16) <= (phi >> 16)
                 && u32::from(c.proto[0][i]) <= v[4]
-                && v[4] <= u32::from(c.proto[1][i]);
+                && v[4] <= u32::from(c.proto[1][i])
+                && u32::from(flags) & (c.flags[i] >> 16) == c.flags[i] & 0xffff;
             m |= u32::from(ok) << l;
         }
         m
     }
 }
 
+/// AVX2 scans; `F`: whether to test TCP flags.
 #[cfg(target_arch = "x86_64")]
-struct Avx2;
+struct Avx2<const F: bool>;
 
 #[cfg(target_arch = "x86_64")]
-impl Scan for Avx2 {
-    type Query = [std::arch::x86_64::__m256i; 4];
+impl<const F: bool> Scan for Avx2<F> {
+    type Query = [std::arch::x86_64::__m256i; 5];
 
     #[inline(always)]
-    fn prepare(v: &[u32; 5]) -> Self::Query {
+    fn prepare(v: &[u32; 5], flags: u16) -> Self::Query {
         use std::arch::x86_64::*;
         // SAFETY: only reached from functions compiled with AVX2 (see `one_avx2`).
         unsafe {
@@ -577,6 +602,7 @@ impl Scan for Avx2 {
                 _mm256_set1_epi32(v[1] as i32),
                 _mm256_set1_epi32((v[2] | v[3] << 16) as i32),
                 _mm256_set1_epi32(v[4] as i32),
+                _mm256_set1_epi32(i32::from(flags)),
             ]
         }
     }
@@ -588,10 +614,10 @@ impl Scan for Avx2 {
     }
 
     #[inline(always)]
-    fn scan(c: &Columns, at: usize, _: &[u32; 5], q: &Self::Query) -> u32 {
+    fn scan(c: &Columns, at: usize, _: &[u32; 5], _: u16, q: &Self::Query) -> u32 {
         assert!(at + LANES <= c.len());
         // SAFETY: only reached from functions compiled with AVX2; `at + LANES` slots exist.
-        unsafe { scan_avx2(c, at, q) }
+        unsafe { scan_avx2::<F>(c, at, q) }
     }
 }
 
@@ -627,7 +653,11 @@ fn child_avx2(n: &Node, x: u32) -> usize {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 #[inline]
-unsafe fn scan_avx2(c: &Columns, at: usize, q: &[std::arch::x86_64::__m256i; 4]) -> u32 {
+unsafe fn scan_avx2<const F: bool>(
+    c: &Columns,
+    at: usize,
+    q: &[std::arch::x86_64::__m256i; 5],
+) -> u32 {
     use std::arch::x86_64::*;
     // SAFETY (all loads): the caller guarantees eight slots from `at` in every column.
     let ld = |k: usize| unsafe { _mm256_loadu_si256(c.c32[k].as_ptr().add(at).cast()) };
@@ -647,7 +677,17 @@ unsafe fn scan_avx2(c: &Columns, at: usize, q: &[std::arch::x86_64::__m256i; 4])
         )
     };
     let proto = _mm256_and_si256(ge32(q[3], plo), le32(q[3], phi));
-    let m = _mm256_and_si256(_mm256_and_si256(sa, da), _mm256_and_si256(ports, proto));
+    let mut m = _mm256_and_si256(_mm256_and_si256(sa, da), _mm256_and_si256(ports, proto));
+    if F {
+        // TCP flags: (flags & mask) == value, with `value | mask << 16` in each lane.
+        // SAFETY: as above, eight slots of the flags column.
+        let fl = unsafe { _mm256_loadu_si256(c.flags.as_ptr().add(at).cast()) };
+        let flags = _mm256_cmpeq_epi32(
+            _mm256_and_si256(q[4], _mm256_srli_epi32(fl, 16)),
+            _mm256_and_si256(fl, _mm256_set1_epi32(0xffff)),
+        );
+        m = _mm256_and_si256(m, flags);
+    }
     _mm256_movemask_ps(_mm256_castsi256_ps(m)) as u32
 }
 
@@ -696,6 +736,7 @@ fn partition(ranges: &[Ranges], p: &Params) -> Vec<(Option<usize>, Vec<u32>)> {
 
 struct Builder<'a> {
     ranges: &'a [Ranges],
+    flags: &'a [Flags],
     p: Params,
     nodes: Vec<Node>,
     cols: Columns,
@@ -705,9 +746,10 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
+    /// Whether rule `r` matches every header of box `bx` (a rule on TCP flags never does).
     fn covers(&self, r: u32, bx: &Ranges) -> bool {
         let g = &self.ranges[r as usize];
-        (0..5).all(|d| g[d].0 <= bx[d].0 && bx[d].1 <= g[d].1)
+        self.flags[r as usize].is_any() && (0..5).all(|d| g[d].0 <= bx[d].0 && bx[d].1 <= g[d].1)
     }
 
     fn leaf(&mut self, rules: Vec<u32>) -> u32 {
@@ -721,7 +763,8 @@ impl Builder<'_> {
             rules.len()
         );
         for &r in &rules {
-            self.cols.push(&self.ranges[r as usize], r);
+            self.cols
+                .push(&self.ranges[r as usize], self.flags[r as usize], r);
         }
         self.budget = self.budget.saturating_sub(rules.len());
         let c = LEAF | (rules.len() as u32) << LEAF_START | start as u32;
@@ -850,22 +893,23 @@ mod tests {
     #[test]
     fn empty_set_wildcards_and_out_of_range_values() {
         let t = PaCuts::new(&[], Params::default());
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5])), None);
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5], 0)), None);
         let any = Rule {
             fields: std::array::from_fn(|d| crate::Range::any(crate::Field::ALL[d])),
+            flags: crate::Flags::ANY,
             line: 1,
         };
         let t = PaCuts::new(std::slice::from_ref(&any), Params::default());
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5])), Some(0));
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 5], 0)), Some(0));
         assert_eq!(
-            t.classify(&Header([u32::MAX, u32::MAX, 65535, 65535, 255])),
+            t.classify(&Header([u32::MAX, u32::MAX, 65535, 65535, 255], 0)),
             Some(0)
         );
-        assert_eq!(t.classify(&Header([1, 2, 70_000, 4, 5])), None);
-        assert_eq!(t.classify(&Header([1, 2, 3, 4, 256])), None);
+        assert_eq!(t.classify(&Header([1, 2, 70_000, 4, 5], 0)), None);
+        assert_eq!(t.classify(&Header([1, 2, 3, 4, 256], 0)), None);
         // Many identical rules: all but the first are hidden.
         let t = PaCuts::new(&vec![any; 5000], Params::default());
-        assert_eq!(t.classify(&Header([9, 9, 9, 9, 9])), Some(0));
+        assert_eq!(t.classify(&Header([9, 9, 9, 9, 9], 0)), Some(0));
         assert_eq!(t.stats().slots, 1);
     }
 }

@@ -80,11 +80,40 @@ impl Range {
     }
 }
 
-/// One rule: a range per field, and the line it came from (1-based, for messages).
+/// A TCP-flags criterion, as ClassBench's sixth field writes it (`0x<value>/0x<mask>`): the
+/// header's flags masked with `mask` equal `value`. The mask 0 matches every header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Flags {
+    /// The bits that must be set, within `mask`.
+    pub value: u16,
+    /// The bits that are tested.
+    pub mask: u16,
+}
+
+impl Flags {
+    /// Any flags.
+    pub const ANY: Flags = Flags { value: 0, mask: 0 };
+
+    /// Whether header flags `f` satisfy the criterion.
+    #[inline]
+    pub fn matches(self, f: u16) -> bool {
+        f & self.mask == self.value
+    }
+
+    /// Whether it is [`Flags::ANY`] (or matches every header in the same way).
+    pub fn is_any(self) -> bool {
+        self.mask == 0
+    }
+}
+
+/// One rule: a range per field, a TCP-flags criterion, and the line it came from (1-based, for
+/// messages).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// The ranges, indexed by [`Field`].
     pub fields: [Range; 5],
+    /// The TCP flags criterion ([`Flags::ANY`] for five-field rules).
+    pub flags: Flags,
     /// The line of the rule in its file.
     pub line: usize,
 }
@@ -93,10 +122,12 @@ impl Rule {
     /// Whether the rule matches `h`.
     #[inline]
     pub fn matches(&self, h: &Header) -> bool {
-        self.fields
-            .iter()
-            .zip(h.0.iter())
-            .all(|(r, &v)| r.contains(v))
+        self.flags.matches(h.1)
+            && self
+                .fields
+                .iter()
+                .zip(h.0.iter())
+                .all(|(r, &v)| r.contains(v))
     }
 
     /// The range of `f`.
@@ -105,9 +136,10 @@ impl Rule {
     }
 }
 
-/// A packet header as the classifier sees it: the values of the five [`Field`]s.
+/// A packet header as the classifier sees it: the values of the five [`Field`]s, and the TCP
+/// flags (0 for other protocols, and in ClassBench traces, which carry none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Header(pub [u32; 5]);
+pub struct Header(pub [u32; 5], pub u16);
 
 impl fmt::Display for Header {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -120,7 +152,11 @@ impl fmt::Display for Header {
             self.0[2],
             self.0[3],
             self.0[4]
-        )
+        )?;
+        if self.1 != 0 {
+            write!(f, " flags {:#06x}", self.1)?;
+        }
+        Ok(())
     }
 }
 

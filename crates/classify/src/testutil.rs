@@ -52,8 +52,20 @@ pub fn random_rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
                 1 => Range { lo: 6, hi: 6 },
                 _ => Range { lo: 17, hi: 17 },
             };
+            // One rule in six tests TCP flags (ClassBench writes them in the high byte).
+            let flags = match rng.below(6) {
+                0 => {
+                    let mask = [0x1200u16, 0x1000, 0xff00, 0x0200][rng.below(4) as usize];
+                    crate::Flags {
+                        value: rng.below(0x10000) as u16 & mask,
+                        mask,
+                    }
+                }
+                _ => crate::Flags::ANY,
+            };
             Rule {
                 fields: [pfx(rng), pfx(rng), port(rng), port(rng), proto],
+                flags,
                 line: i + 1,
             }
         })
@@ -61,33 +73,51 @@ pub fn random_rules(rng: &mut Rng, n: usize) -> Vec<Rule> {
 }
 
 /// About `n` headers: random values and points inside random rules, then every rule's 32
-/// corners, each value moved one step out at random.
+/// corners, each value moved one step out at random; TCP flags none, common ones or random.
 pub fn corner_headers(rng: &mut Rng, rules: &[Rule], n: usize) -> Vec<Header> {
     let mut out = Vec::new();
     if rules.is_empty() {
         return out;
     }
+    let flags = |rng: &mut Rng| match rng.below(4) {
+        0 => 0u16,
+        1 => 0x0200,
+        2 => 0x1200,
+        _ => rng.below(0x10000) as u16,
+    };
     for _ in 0..n {
         let r = &rules[rng.below(rules.len() as u64) as usize];
-        out.push(Header(std::array::from_fn(|d| {
-            let f = r.fields[d];
-            match rng.below(4) {
-                0 => rng.below(u64::from(Field::ALL[d].max()) + 1) as u32,
-                _ => f.lo + rng.below(u64::from(f.hi - f.lo) + 1) as u32,
-            }
-        })));
+        let f = flags(rng);
+        out.push(Header(
+            std::array::from_fn(|d| {
+                let f = r.fields[d];
+                match rng.below(4) {
+                    0 => rng.below(u64::from(Field::ALL[d].max()) + 1) as u32,
+                    _ => f.lo + rng.below(u64::from(f.hi - f.lo) + 1) as u32,
+                }
+            }),
+            f,
+        ));
     }
     for r in rules {
         for corner in 0..32u32 {
-            out.push(Header(std::array::from_fn(|d| {
-                let f = r.fields[d];
-                let v = if corner >> d & 1 == 0 { f.lo } else { f.hi };
-                match rng.below(3) {
-                    0 => v.saturating_sub(1),
-                    1 => v.saturating_add(1).min(Field::ALL[d].max()),
-                    _ => v,
-                }
-            })));
+            let fl = if corner % 2 == 0 {
+                r.flags.value
+            } else {
+                flags(rng)
+            };
+            out.push(Header(
+                std::array::from_fn(|d| {
+                    let f = r.fields[d];
+                    let v = if corner >> d & 1 == 0 { f.lo } else { f.hi };
+                    match rng.below(3) {
+                        0 => v.saturating_sub(1),
+                        1 => v.saturating_add(1).min(Field::ALL[d].max()),
+                        _ => v,
+                    }
+                }),
+                fl,
+            ));
         }
     }
     out

@@ -495,8 +495,8 @@ pub fn iptables_hitables(data: &[u8]) {
         .take(100)
         .flat_map(|b| {
             [
-                Header(std::array::from_fn(|d| b.fields[d].lo)),
-                Header(std::array::from_fn(|d| b.fields[d].hi)),
+                Header(std::array::from_fn(|d| b.fields[d].lo), 0),
+                Header(std::array::from_fn(|d| b.fields[d].hi), 0),
             ]
         })
         .collect();
@@ -504,13 +504,10 @@ pub fn iptables_hitables(data: &[u8]) {
         let mut a = [0u8; 12];
         a[..w.len()].copy_from_slice(w);
         let x = |i: usize| u32::from_le_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
-        headers.push(Header([
-            x(0),
-            x(4),
-            x(8) & 0xffff,
-            x(8) >> 16,
-            u32::from(a[1]),
-        ]));
+        headers.push(Header(
+            [x(0), x(4), x(8) & 0xffff, x(8) >> 16, u32::from(a[1])],
+            0,
+        ));
     }
     for c in rs.chains.iter().filter(|c| c.policy.is_some()) {
         for h in &headers {

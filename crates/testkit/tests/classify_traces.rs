@@ -140,3 +140,61 @@ fn pacuts_batched_and_portable_lookups_give_every_traces_answer() {
         }
     }
 }
+
+/// The neurocuts ClassBench sets carry the generator's sixth field, TCP flags (value/mask):
+/// every engine agrees with linear on headers at every rule's corners with the rule's flags,
+/// with no flags and with others.
+#[test]
+fn every_engine_agrees_on_the_six_field_sets_with_tcp_flags() {
+    let root = data::dir().join("classbench/neurocuts-classbench");
+    let mut with_flags = 0;
+    for set in [
+        "acl1_1k", "fw1_1k", "ipc1_1k", "acl1_10k", "fw1_10k", "ipc1_10k",
+    ] {
+        let text = fs::read_to_string(root.join(set)).unwrap_or_else(|e| panic!("{set}: {e}"));
+        let rules = classbench::parse_rules(&text).unwrap_or_else(|e| panic!("{set}: {e}"));
+        with_flags += rules.iter().filter(|r| !r.flags.is_any()).count();
+        let lin = Linear::new(&rules);
+        let mut headers = Vec::new();
+        for (i, r) in rules
+            .iter()
+            .enumerate()
+            .step_by(if rules.len() > 2000 { 7 } else { 1 })
+        {
+            for (k, flags) in [r.flags.value, 0, 0x1200, 0x0200 | (i as u16 & 0xff)]
+                .into_iter()
+                .enumerate()
+            {
+                let corner = |d: usize| {
+                    let f = r.fields[d];
+                    if (k + d) % 2 == 0 { f.lo } else { f.hi }
+                };
+                headers.push(Header(std::array::from_fn(corner), flags));
+            }
+        }
+        let want: Vec<Option<usize>> = headers.iter().map(|h| lin.classify(h)).collect();
+        for kind in [
+            engine::Kind::HiCuts,
+            engine::Kind::HyperCuts,
+            engine::Kind::PaCuts,
+        ] {
+            let b = engine::build(kind, &rules);
+            for (h, w) in headers.iter().zip(&want) {
+                assert_eq!(b.engine.classify(h), *w, "{set}: {kind}: {h}");
+            }
+        }
+        let pa = pacuts::PaCuts::new(&rules, pacuts::Params::default());
+        let mut out = vec![None; headers.len()];
+        pa.classify_all(&headers, &mut out);
+        assert_eq!(out, want, "{set}: pacuts batched");
+        pa.without_simd().classify_all(&headers, &mut out);
+        assert_eq!(out, want, "{set}: pacuts portable");
+        let hits = want.iter().filter(|w| w.is_some()).count();
+        println!(
+            "{set}: {} rules, {} headers ({hits} matched), all engines agree",
+            rules.len(),
+            headers.len()
+        );
+    }
+    assert!(with_flags > 9_000, "only {with_flags} rules test TCP flags");
+}

@@ -504,13 +504,16 @@ COMMIT
     let mut packets = Vec::new();
     for _ in 0..3000 {
         let pick = |rng: &mut Rng, v: &[u32]| v[rng.below(v.len() as u64) as usize];
-        let h = Header([
-            pick(&mut rng, &[10, 11, 12]) << 24 | rng.below(256) as u32,
-            pick(&mut rng, &[20, 30, 40]) << 24 | rng.below(256) as u32,
-            pick(&mut rng, &[1, 7, 22, 999, 1001, 40000]),
-            pick(&mut rng, &[22, 23, 24, 53, 80, 1500, 3000]),
-            pick(&mut rng, &[6, 6, 17, 17, 1]),
-        ]);
+        let h = Header(
+            [
+                pick(&mut rng, &[10, 11, 12]) << 24 | rng.below(256) as u32,
+                pick(&mut rng, &[20, 30, 40]) << 24 | rng.below(256) as u32,
+                pick(&mut rng, &[1, 7, 22, 999, 1001, 40000]),
+                pick(&mut rng, &[22, 23, 24, 53, 80, 1500, 3000]),
+                pick(&mut rng, &[6, 6, 17, 17, 1]),
+            ],
+            0,
+        );
         packets.push((h, [0x02, 0x12, 0x10, 0x01][rng.below(4) as usize]));
     }
     kernel_agrees(&rs, &packets, "chain semantics");

@@ -415,7 +415,8 @@ pub(super) fn validate(rs: &Ruleset) -> Result<(), Error> {
     check_graph(&rs.chains)
         .map_err(|p| at(rs.chains[p.chain].rules[p.rule].line, p.kind, p.message))?;
     for t in &rs.other_tables {
-        if !t.text.ends_with("COMMIT\n") {
+        // (The reader keeps lines as they were, so the last may end in carriage returns.)
+        if !t.text.trim_end_matches(['\r', '\n']).ends_with("COMMIT") || !t.text.ends_with('\n') {
             return Err(at(
                 0,
                 ErrorKind::Table,

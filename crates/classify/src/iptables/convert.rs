@@ -126,9 +126,14 @@ impl IptRule {
     /// The iptables rule that matches exactly the headers box `b` matches, with `target`:
     /// addresses as `-s`/`-d` prefixes or, when not prefixes, `-m iprange`; the protocol as
     /// `-p`; ports with `-m tcp`/`-m udp`. `None` when iptables cannot say it: ports that are
-    /// not any on a protocol other than TCP or UDP, protocol 0 exactly, a protocol range.
+    /// not any on a protocol other than TCP or UDP, protocol 0 exactly, a protocol range, a
+    /// TCP-flags criterion.
     /// The rule's line is the box's.
     pub fn from_box(b: &Rule, target: Target) -> Option<IptRule> {
+        // ClassBench's 16-bit flags criterion has no exact iptables form here.
+        if !b.flags.is_any() {
+            return None;
+        }
         let mut r = IptRule::new(target);
         r.line = b.line;
         let full = |f: Field| b.range(f) == Range::any(f);
@@ -277,6 +282,7 @@ mod tests {
                 Range { lo: 0, hi: 0xffff },
                 Range { lo: 0, hi: 0xff },
             ],
+            flags: crate::Flags::ANY,
             line: 3,
         };
         let r = IptRule::from_box(&b, Target::Accept).unwrap();

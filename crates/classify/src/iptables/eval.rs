@@ -399,13 +399,10 @@ mod tests {
     }
 
     fn tcp(src: [u8; 4], sport: u32, dport: u32) -> Packet<'static> {
-        Packet::new(Header([
-            u32::from_be_bytes(src),
-            0x0a00_0001,
-            sport,
-            dport,
-            6,
-        ]))
+        Packet::new(Header(
+            [u32::from_be_bytes(src), 0x0a00_0001, sport, dport, 6],
+            0,
+        ))
     }
 
     fn path(e: &Evaluation, r: &Ruleset) -> Vec<String> {
@@ -502,7 +499,7 @@ mod tests {
         );
         // RETURN in a built-in chain: the policy.
         let r2 = rs(":FORWARD DROP [0:0]\n-A FORWARD -p udp -j RETURN\n-A FORWARD -j ACCEPT\n");
-        let udp = Packet::new(Header([1, 2, 3, 4, 17]));
+        let udp = Packet::new(Header([1, 2, 3, 4, 17], 0));
         let e = r2.evaluate("FORWARD", &udp).unwrap();
         assert_eq!(
             (e.verdict.clone(), e.decided_by, e.rules_visited()),
@@ -573,7 +570,7 @@ mod tests {
     #[test]
     fn errors_and_bounds() {
         let r = rs(":a - [0:0]\n-A INPUT -j a\n-A a -j ACCEPT\n");
-        let p = Packet::new(Header([0; 5]));
+        let p = Packet::new(Header([0; 5], 0));
         assert_eq!(
             r.evaluate("nope", &p),
             Err(EvalError::NoSuchChain("nope".into()))

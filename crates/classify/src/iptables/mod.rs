@@ -701,6 +701,7 @@ impl IptRule {
             acc.into_iter()
                 .map(|fields| Rule {
                     fields,
+                    flags: crate::Flags::ANY,
                     line: self.line,
                 })
                 .collect(),
@@ -1185,13 +1186,16 @@ mod tests {
     }
 
     fn rand_packet(rng: &mut Rng) -> eval::Packet<'static> {
-        let p = eval::Packet::new(crate::Header([
-            rng.near(&ADDRS, u32::MAX),
-            rng.near(&ADDRS, u32::MAX),
-            rng.near(&PORTS, 0xffff),
-            rng.near(&PORTS, 0xffff),
-            [1, 6, 17, 47, 0][rng.below(5) as usize],
-        ]));
+        let p = eval::Packet::new(crate::Header(
+            [
+                rng.near(&ADDRS, u32::MAX),
+                rng.near(&ADDRS, u32::MAX),
+                rng.near(&PORTS, 0xffff),
+                rng.near(&PORTS, 0xffff),
+                [1, 6, 17, 47, 0][rng.below(5) as usize],
+            ],
+            0,
+        ));
         p.with_tcp_flags(rng.below(64) as u8)
     }
 
@@ -1324,7 +1328,7 @@ mod tests {
                 .map_err(|_| ())
                 .and_then(|e| if rs.chains.is_empty() { Err(()) } else { Ok(e) })
             {
-                let p = eval::Packet::new(crate::Header([0x0a00_0001, 0x0102_0304, 1, 80, 6]));
+                let p = eval::Packet::new(crate::Header([0x0a00_0001, 0x0102_0304, 1, 80, 6], 0));
                 for b in BUILTIN_CHAINS {
                     ev.evaluate(b, &p).unwrap();
                 }

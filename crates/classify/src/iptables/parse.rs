@@ -1783,13 +1783,16 @@ COMMIT
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let h = Header([
-                x as u32 & 0x0f0f_0f0f,
-                (x >> 32) as u32 & 0x0f0f_0f0f,
-                (x >> 8) as u32 % 2100,
-                (x >> 24) as u32 % 100,
-                [1, 6, 17, 47][(x >> 60) as usize % 4],
-            ]);
+            let h = Header(
+                [
+                    x as u32 & 0x0f0f_0f0f,
+                    (x >> 32) as u32 & 0x0f0f_0f0f,
+                    (x >> 8) as u32 % 2100,
+                    (x >> 24) as u32 % 100,
+                    [1, 6, 17, 47][(x >> 60) as usize % 4],
+                ],
+                0,
+            );
             let p = crate::iptables::Packet::new(h).with_tcp_flags((x >> 40) as u8);
             assert_eq!(
                 ea.evaluate("INPUT", &p).unwrap(),
