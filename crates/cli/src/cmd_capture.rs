@@ -8,6 +8,7 @@
 //! stop the capture cleanly: files are flushed and the summary printed.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use netsift::capture::live::{
 use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
 
 use crate::sink::{self, Next, Rotating, Rotation};
-use crate::{expr, output, program, signals};
+use crate::{expr, kernel, output, program, signals};
 
 /// Which live source to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -103,9 +104,14 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "afpacket")]
     source: SourceKind,
     /// Where the filter runs: auto (kernel pre-filter for AF_PACKET, then the JIT where it runs,
-    /// else the interpreter), bpf (the interpreter alone) or jit (native code alone).
+    /// else the interpreter), bpf (the interpreter alone), jit (native code alone) or ebpf (an
+    /// eBPF socket filter on the AF_PACKET socket; root).
     #[arg(long, value_enum, default_value = "auto")]
     engine: program::EngineArg,
+    /// With --engine ebpf: also attach the filter as an XDP program (--xdp-mode) that drops the
+    /// packets it rejects at the driver, for the whole host; detached when netsift exits.
+    #[arg(long)]
+    xdp: bool,
     /// Start a new file when the current one exceeds SIZE million bytes (tcpdump -C).
     #[arg(short = 'C', value_name = "SIZE")]
     file_size: Option<u64>,
@@ -136,7 +142,7 @@ pub struct Args {
     /// AF_XDP: only this receive queue (default: all).
     #[arg(long, value_name = "N")]
     queue: Option<u32>,
-    /// AF_XDP: how to attach the XDP program.
+    /// AF_XDP and --xdp: how to attach the XDP program.
     #[arg(long, value_enum, default_value = "auto")]
     xdp_mode: XdpMode,
     /// AF_XDP: ask for zero-copy (the driver must support it).
@@ -175,14 +181,31 @@ const SNAPLEN_DEFAULT: u32 = 262_144;
 pub fn run(mut args: Args) -> Result<ExitCode> {
     signals::install();
     if args.engine == program::EngineArg::Swift {
-        bail!("--engine swift is available for `netsift filter`; `capture` runs bpf or jit");
+        bail!("--engine swift is available for `netsift filter`; `capture` runs bpf, jit or ebpf");
     }
     let snaplen = match args.snaplen {
         None | Some(0) => SNAPLEN_DEFAULT,
         Some(s) => s,
     };
     let text = args.expr.join(" ");
+    if args.xdp {
+        if args.engine != program::EngineArg::Ebpf {
+            bail!("--xdp attaches the filter as an eBPF program: it needs --engine ebpf");
+        }
+        if args.iface.is_none() || args.source != SourceKind::Afpacket {
+            bail!("--xdp applies to live captures with -i IFACE and --source afpacket");
+        }
+        if text.trim().is_empty() {
+            bail!("--xdp needs a filter expression (without one it would drop nothing)");
+        }
+    }
+    if args.engine == program::EngineArg::Ebpf && args.source != SourceKind::Afpacket {
+        bail!("--engine ebpf attaches the filter to the AF_PACKET socket: use --source afpacket");
+    }
     let mut input;
+    // The XDP attachment of --xdp: detached when dropped, at the end of `run` (also after
+    // Ctrl-C, which ends the capture loop) or by the kernel when the process dies.
+    let mut xdp_link: Option<netsift_ebpf::Link> = None;
     let mut kernel_note = String::new();
     let filter: Option<Filter>;
     let (link_type, precision) = match (&args.iface, &args.read) {
@@ -205,6 +228,17 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
                 Some(p)
             };
             let src = open_live(&args, iface, snaplen, program.as_ref(), &mut kernel_note)?;
+            if let (true, Some(p)) = (args.xdp, &program) {
+                let mode = match args.xdp_mode {
+                    XdpMode::Auto => netsift_ebpf::XdpMode::Auto,
+                    XdpMode::Native => netsift_ebpf::XdpMode::Native,
+                    XdpMode::Generic => netsift_ebpf::XdpMode::Generic,
+                };
+                let ifindex = netsift_ebpf::ifindex(iface)?;
+                let (_prog, link) = kernel::attach_xdp(p, ifindex, mode)?;
+                kernel_note.push_str(&format!(" (XDP filter on {iface})"));
+                xdp_link = Some(link);
+            }
             filter = program
                 .map(|p| Filter::new(p, Rules::Libpcap, args.engine.engine()))
                 .transpose()?;
@@ -274,6 +308,13 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             } else {
                 ""
             }
+        );
+    }
+    if xdp_link.is_some() && !quiet {
+        eprintln!(
+            "netsift: warning: --xdp drops the packets the filter rejects in the driver of {}: \
+             the host does not receive them either until netsift exits",
+            args.iface.as_deref().unwrap_or("")
         );
     }
     let live_stats = !quiet && (args.stats || io::stderr().is_terminal());
@@ -383,6 +424,8 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         }
     }
     lines.flush()?;
+    // The host gets all its packets again.
+    drop(xdp_link);
     if let Some(w) = out_files {
         w.finish()?;
     }
@@ -444,6 +487,20 @@ fn uses_ancillary(p: &Program) -> bool {
 /// to user space whole; every other frame is judged by the program itself, which sees in the
 /// kernel the bytes it sees in the ring.
 fn prefilter(p: &Program, snaplen: u32) -> Vec<SockFilter> {
+    prefilter_program(p, snaplen)
+        .insns()
+        .iter()
+        .map(|i| SockFilter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect()
+}
+
+/// [`prefilter`] as a classic program (for the eBPF socket filter).
+fn prefilter_program(p: &Program, snaplen: u32) -> Program {
     use netsift::bpf::code::{ABS, B, JEQ, JMP, K, LD, RET};
     let mut v = vec![
         // ldb [vlan_avail]
@@ -453,14 +510,7 @@ fn prefilter(p: &Program, snaplen: u32) -> Vec<SockFilter> {
         Insn::stmt(RET | K, snaplen),
     ];
     v.extend_from_slice(p.insns());
-    v.into_iter()
-        .map(|i| SockFilter {
-            code: i.code,
-            jt: i.jt,
-            jf: i.jf,
-            k: i.k,
-        })
-        .collect()
+    Program::new(v)
 }
 
 fn open_live(
@@ -505,6 +555,20 @@ fn open_live(
             }
             if let Some(spec) = &args.fanout {
                 cfg.fanout = Some(parse_fanout(spec)?);
+            }
+            if let (program::EngineArg::Ebpf, Some(p)) = (args.engine, program) {
+                // Reject everything until the eBPF filter replaces this classic one, so that no
+                // packet reaches the ring unfiltered.
+                cfg.kernel_filter = Some(vec![SockFilter {
+                    code: netsift::bpf::code::RET | netsift::bpf::code::K,
+                    jt: 0,
+                    jf: 0,
+                    k: 0,
+                }]);
+                let s = AfPacket::open(iface, &cfg)?;
+                kernel::attach_socket_filter(s.as_fd(), &prefilter_program(p, snaplen))?;
+                note.push_str(" (eBPF socket filter on)");
+                return Ok(Box::new(s));
             }
             if let (program::EngineArg::Auto, Some(p)) = (args.engine, program) {
                 cfg.kernel_filter = Some(prefilter(p, snaplen));

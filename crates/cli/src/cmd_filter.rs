@@ -18,7 +18,7 @@ use netsift::Filter;
 use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
 
 use crate::sink::{Format, Writer};
-use crate::{expr, output, program};
+use crate::{expr, kernel, output, program};
 
 /// Flags of `netsift filter`.
 #[derive(clap::Args, Debug)]
@@ -38,7 +38,8 @@ pub struct Args {
     /// Stop after N accepted packets.
     #[arg(short = 'c', value_name = "N")]
     count: Option<u64>,
-    /// Engine: auto (the JIT where it runs), bpf (interpreter) or jit.
+    /// Engine: auto (the JIT where it runs), bpf (interpreter), jit, swift, or ebpf (the
+    /// kernel, through BPF_PROG_TEST_RUN; Ethernet captures; root).
     #[arg(long, value_enum, default_value = "auto")]
     engine: program::EngineArg,
     #[command(flatten)]
@@ -56,14 +57,17 @@ enum Runner {
         netsift::swift::Reader,
         #[allow(dead_code)] netsift::swift::Writer,
     ),
+    /// The kernel, through `BPF_PROG_TEST_RUN`.
+    Ebpf(Box<kernel::TestRunner>),
 }
 
 impl Runner {
-    fn run(&mut self, data: &[u8], wire_len: u32) -> u32 {
-        match self {
+    fn run(&mut self, data: &[u8], wire_len: u32) -> Result<u32> {
+        Ok(match self {
             Runner::Bpf(f) => f.run(data, wire_len),
             Runner::Swift(r, _) => r.run(data, wire_len),
-        }
+            Runner::Ebpf(k) => k.run(data, wire_len)?,
+        })
     }
 }
 
@@ -105,6 +109,15 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     if let Runner::Bpf(f) = &filter {
         program::report_fallback(f, args.engine);
     }
+    if args.engine == program::EngineArg::Ebpf
+        && let Runner::Bpf(f) = filter
+    {
+        // The interpreter (`f`, built with `Engine::Bpf`) runs the packets the kernel's test
+        // run does not take.
+        let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
+        let classic = f.program().clone();
+        filter = Runner::Ebpf(Box::new(kernel::TestRunner::new(&classic, lt, f)?));
+    }
     let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
     let precision = match reader.format() {
         netsift::capture::Format::Pcap { precision, .. } => precision,
@@ -128,7 +141,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
                 break;
             }
         };
-        let result = filter.run(packet.data, packet.wire_len);
+        let result = filter.run(packet.data, packet.wire_len)?;
         if args.verdicts {
             writeln!(out, "{index} {result}")?;
         }
@@ -179,6 +192,11 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     }
     if let Some(s) = sink {
         s.finish()?;
+    }
+    if let Runner::Ebpf(k) = &filter
+        && let Some(line) = k.report()
+    {
+        eprintln!("netsift: {line}");
     }
     if let Some(e) = failure {
         eprintln!(

@@ -15,6 +15,7 @@ mod cmd_ftpcap;
 mod cmd_gen;
 mod cmd_hitables;
 mod expr;
+mod kernel;
 mod output;
 mod program;
 mod rulefile;

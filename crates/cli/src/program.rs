@@ -39,6 +39,9 @@ pub enum EngineArg {
     Jit,
     /// Swift passes (`netsift filter` with an expression Swift can express).
     Swift,
+    /// eBPF in the kernel: `BPF_PROG_TEST_RUN` per packet for `filter`, a socket filter (and
+    /// XDP with `--xdp`) for `capture -i`. Needs root.
+    Ebpf,
 }
 
 impl EngineArg {
@@ -50,6 +53,8 @@ impl EngineArg {
             EngineArg::Jit => Engine::Jit,
             // Callers that support Swift handle it before asking for a BPF engine.
             EngineArg::Swift => Engine::Auto,
+            // The interpreter runs what the kernel cannot (see `crate::kernel`).
+            EngineArg::Ebpf => Engine::Bpf,
         }
     }
 }

@@ -19,7 +19,7 @@
 //! snap length again).
 
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -443,6 +443,14 @@ impl AfPacket {
         self.cur = (self.cur + 1) % self.block_count;
         self.next_pkt = 0;
         self.next_off = 0;
+    }
+}
+
+/// The capture socket, e.g. to attach an eBPF socket filter (`SO_ATTACH_BPF`), which replaces
+/// [`AfPacketConfig::kernel_filter`].
+impl AsFd for AfPacket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 }
 

@@ -1,0 +1,357 @@
+//! `netsift capture -i IFACE --engine ebpf [--xdp]` on a veth pair in a namespace of the test's
+//! own: the filter runs as an eBPF socket filter on the AF_PACKET socket (and as an XDP program
+//! dropping what it rejects at the driver); the packets written are exactly those libpcap's
+//! verdict accepts for the same bytes, and the counts agree on both sides: frames sent, frames
+//! the socket received (its kernel statistics), frames XDP let through (seen by a second,
+//! unfiltered capture), and the XDP program is gone after Ctrl-C.
+//!
+//! Needs root and iproute2 (`scripts/test` installs it).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use netsift_capture::CaptureReader;
+use netsift_capture::generate::FrameBuilder;
+use netsift_capture::live::Sender;
+use netsift_testkit::netns::Lab;
+use netsift_testkit::oracle;
+
+const BIN: &str = env!("CARGO_BIN_EXE_netsift");
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("netsift-live-ebpf-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+fn lab() -> Lab {
+    Lab::new().unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"))
+}
+
+/// Test frames: the synthetic mix plus VLAN-tagged (single and double) syslog frames.
+fn frames() -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = netsift_bench::workload::frames(3, 400)
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    for i in 0..40u16 {
+        let b = FrameBuilder::new()
+            .ipv4([198, 18, 9, 9], [198, 18, 8, 8])
+            .udp(3000 + i, 514)
+            .payload(&[1; 40]);
+        v.insert(
+            (i as usize * 7) % v.len(),
+            if i % 2 == 0 {
+                b.vlan(7).build()
+            } else {
+                b.vlan_tag(0x88a8, 5).vlan(7).build()
+            },
+        );
+    }
+    v
+}
+
+fn is_tagged(f: &[u8]) -> bool {
+    matches!(f[12..14], [0x81, 0x00] | [0x88, 0xa8])
+}
+
+/// Starts `netsift capture ARGS` in the namespace; returns it with its banner and stderr.
+fn start_capture(
+    lab: &Lab,
+    args: &[&str],
+) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let mut child = lab
+        .command(BIN)
+        .arg("capture")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn netsift capture");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("banner");
+    if !line.contains("listening on") {
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest);
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("netsift capture {args:?} did not start: {line}{rest}");
+    }
+    (child, line, err)
+}
+
+/// SIGINT, then the rest of stderr (the exit status must be 0).
+fn stop(mut child: Child, mut err: BufReader<std::process::ChildStderr>) -> String {
+    std::thread::sleep(Duration::from_millis(400));
+    // SAFETY: kill(2) on the child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).expect("stderr");
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "capture exited with {status}: {rest}");
+    rest
+}
+
+fn summary(text: &str, what: &str) -> u64 {
+    text.lines()
+        .find(|l| l.ends_with(what))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no '{what}' line in {text:?}"))
+}
+
+fn send(lab: &Lab, frames: &[Vec<u8>]) {
+    let a = lab.a.clone();
+    lab.run(|| {
+        let mut tx = Sender::open(&a).expect("sender");
+        let mut it = frames.iter().map(Vec::as_slice);
+        tx.send_paced(
+            &mut it,
+            Some(20_000),
+            frames.len() as u64,
+            Duration::from_secs(20),
+        )
+        .expect("send");
+    });
+}
+
+fn read_all(path: &PathBuf) -> Vec<(Vec<u8>, u32)> {
+    let mut r = CaptureReader::open(path).expect("written file");
+    let mut v = Vec::new();
+    while let Some(p) = r.next_packet() {
+        let p = p.expect("packet");
+        v.push((p.data.to_vec(), p.wire_len));
+    }
+    v
+}
+
+/// libpcap's verdicts on the frames for `filter` (Ethernet, snap length 262144).
+fn libpcap(frames: &[Vec<u8>], filter: &str) -> Vec<u32> {
+    let prog = oracle::compile(1, 262_144, filter, true).expect("libpcap compiles the filter");
+    frames
+        .iter()
+        .map(|f| oracle::filter(&prog, f, f.len() as u32).expect("libpcap runs"))
+        .collect()
+}
+
+/// The frames libpcap accepts, cut to its snap length, as a capture file holds them.
+fn accepted(frames: &[Vec<u8>], verdicts: &[u32]) -> Vec<(Vec<u8>, u32)> {
+    frames
+        .iter()
+        .zip(verdicts)
+        .filter(|(_, r)| **r > 0)
+        .map(|(f, &r)| (f[..f.len().min(r as usize)].to_vec(), f.len() as u32))
+        .collect()
+}
+
+fn xdp_attached(lab: &Lab) -> bool {
+    lab.ip(&["link", "show", "dev", &lab.b])
+        .expect("ip link show")
+        .contains("xdp")
+}
+
+#[test]
+fn socket_filter_captures_what_libpcap_accepts() {
+    let lab = lab();
+    let frames = frames();
+    for (i, filter) in [
+        "udp",
+        "vlan and udp port 514",
+        "tcp port 80 or arp",
+        "not ip",
+        "ip[2:2] > 200 and tcp",
+        "ip and len > 100",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = tmp(&format!("sock{i}.pcap"));
+        let (child, banner, err) = start_capture(
+            &lab,
+            &[
+                "-i",
+                &lab.b,
+                "--engine",
+                "ebpf",
+                "-w",
+                out.to_str().unwrap(),
+                filter,
+            ],
+        );
+        assert!(banner.contains("eBPF socket filter on"), "{banner}");
+        send(&lab, &frames);
+        let text = stop(child, err);
+        let verdicts = libpcap(&frames, filter);
+        let expected = accepted(&frames, &verdicts);
+        let got = read_all(&out);
+        assert_eq!(
+            got.len(),
+            expected.len(),
+            "`{filter}`: wrote {} packets, libpcap accepts {}",
+            got.len(),
+            expected.len()
+        );
+        assert!(got == expected, "`{filter}`: packets differ from libpcap's");
+        assert_eq!(summary(&text, "packets captured"), expected.len() as u64);
+        assert_eq!(summary(&text, "packets dropped by kernel"), 0, "{text}");
+        // The socket filter passes what it accepts, and VLAN-tagged frames whole (the kernel
+        // holds their tag outside the frame; the filter in user space judges them).
+        let tagged_rejected = frames
+            .iter()
+            .zip(&verdicts)
+            .filter(|(f, r)| is_tagged(f) && **r == 0)
+            .count();
+        let received = summary(&text, "packets received by filter");
+        assert_eq!(
+            received,
+            (expected.len() + tagged_rejected) as u64,
+            "`{filter}`: {text}"
+        );
+        println!(
+            "socket filter `{filter}`: {} sent, {received} through the socket filter \
+             ({tagged_rejected} tagged and rejected in user space), {} written, as libpcap",
+            frames.len(),
+            got.len()
+        );
+    }
+}
+
+#[test]
+fn xdp_drops_what_the_filter_rejects_and_is_detached_on_exit() {
+    let lab = lab();
+    let frames = frames();
+    for mode in ["generic", "native"] {
+        for filter in ["udp or arp", "tcp port 80 or vlan 7"] {
+            let tag = format!("xdp-{mode}-{}", filter.len());
+            let out = tmp(&format!("{tag}.pcap"));
+            let all = tmp(&format!("{tag}-all.pcap"));
+            let (child, banner, mut err) = start_capture(
+                &lab,
+                &[
+                    "-i",
+                    &lab.b,
+                    "--engine",
+                    "ebpf",
+                    "--xdp",
+                    "--xdp-mode",
+                    mode,
+                    "-w",
+                    out.to_str().unwrap(),
+                    filter,
+                ],
+            );
+            assert!(banner.contains("XDP filter on"), "{banner}");
+            let mut warning = String::new();
+            err.read_line(&mut warning).expect("warning");
+            assert!(warning.contains("warning: --xdp drops"), "{warning}");
+            assert!(xdp_attached(&lab), "no XDP program on {}", lab.b);
+            // A second capture without a filter sees what XDP lets through.
+            let (plain, _, plain_err) = start_capture(
+                &lab,
+                &[
+                    "-i",
+                    &lab.b,
+                    "-Q",
+                    "in",
+                    "--engine",
+                    "bpf",
+                    "-w",
+                    all.to_str().unwrap(),
+                ],
+            );
+            send(&lab, &frames);
+            let plain_text = stop(plain, plain_err);
+            let text = stop(child, err);
+            assert!(!xdp_attached(&lab), "XDP still attached after SIGINT");
+
+            let verdicts = libpcap(&frames, filter);
+            let expected = accepted(&frames, &verdicts);
+            let got = read_all(&out);
+            assert!(
+                got == expected,
+                "{tag} `{filter}`: wrote {} packets, libpcap accepts {}",
+                got.len(),
+                expected.len()
+            );
+            // XDP sees the tag in the frame (veth), so it passes exactly what libpcap accepts.
+            let passed: Vec<(Vec<u8>, u32)> = frames
+                .iter()
+                .zip(&verdicts)
+                .filter(|(_, r)| **r > 0)
+                .map(|(f, _)| (f.clone(), f.len() as u32))
+                .collect();
+            let seen = read_all(&all);
+            assert!(
+                seen == passed,
+                "{tag} `{filter}`: the unfiltered capture saw {} frames, XDP should pass {}",
+                seen.len(),
+                passed.len()
+            );
+            assert_eq!(
+                summary(&plain_text, "packets captured"),
+                passed.len() as u64
+            );
+            assert_eq!(summary(&text, "packets captured"), expected.len() as u64);
+            // Rejected frames (tagged ones too) never reached the socket.
+            assert_eq!(
+                summary(&text, "packets received by filter"),
+                expected.len() as u64,
+                "{text}"
+            );
+            assert_eq!(summary(&text, "packets dropped by kernel"), 0, "{text}");
+            println!(
+                "XDP {mode} `{filter}`: {} sent, {} dropped by XDP, {} passed (seen by the \
+                 unfiltered capture), {} written, as libpcap",
+                frames.len(),
+                frames.len() - passed.len(),
+                seen.len(),
+                got.len()
+            );
+        }
+    }
+    // After the runs, nothing is dropped any more.
+    let all = tmp("after.pcap");
+    let (plain, _, plain_err) = start_capture(
+        &lab,
+        &[
+            "-i",
+            &lab.b,
+            "-Q",
+            "in",
+            "--engine",
+            "bpf",
+            "-w",
+            all.to_str().unwrap(),
+        ],
+    );
+    send(&lab, &frames);
+    stop(plain, plain_err);
+    assert_eq!(read_all(&all).len(), frames.len());
+}
+
+#[test]
+fn ebpf_capture_errors_are_clear() {
+    for (args, want) in [
+        (&["-i", "lo", "--xdp", "tcp"][..], "needs --engine ebpf"),
+        (
+            &["-i", "lo", "--engine", "ebpf", "--xdp"][..],
+            "--xdp needs a filter expression",
+        ),
+        (
+            &["-i", "lo", "--engine", "ebpf", "--source", "afxdp", "tcp"][..],
+            "use --source afpacket",
+        ),
+    ] {
+        let o = std::process::Command::new(BIN)
+            .arg("capture")
+            .args(args)
+            .output()
+            .expect("run");
+        assert!(!o.status.success());
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(want), "{args:?}: {e}");
+    }
+}
