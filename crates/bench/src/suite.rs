@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 8] = [
+pub const SUITES: [(&str, &str); 9] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -46,6 +46,13 @@ pub const SUITES: [(&str, &str); 8] = [
         "hitables",
         "HiTables in the kernel: packets/s through INPUT, ClassBench acl1/fw1/ipc1 10K original \
          against rewritten, iptables-nft and nft (HiTables Fig. 5b); needs root, iptables, nft",
+    ),
+    (
+        "ebpf",
+        "filters in the kernel: per-packet time (BPF_PROG_TEST_RUN) of Swift Table 5 as netsift \
+         eBPF and as Swift passes in maps against libpcap's code translated the kernel's way \
+         (LD_ABS); Swift-in-kernel update (map writes) against recompile + load + attach at N = \
+         10, 100, 1,000 data connections; needs root",
     ),
 ];
 
@@ -102,6 +109,8 @@ pub fn run(name: &str) -> Result<String, String> {
             let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
             crate::hitables::suite(&crate::hitables::SuiteConfig::default(), csv.as_deref())
         }
+        #[cfg(target_os = "linux")]
+        "ebpf" => crate::ebpf::suite(&crate::ebpf::Config::default()),
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
             SUITES.map(|(n, _)| n).join(", ")

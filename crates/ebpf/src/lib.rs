@@ -41,6 +41,9 @@ mod error;
 mod insn;
 mod map;
 mod prog;
+/// Swift in the kernel: a Swift filter kept in eBPF maps, evaluated by one XDP or SCHED_CLS
+/// program; adding or removing a pass is a map write, never a reload.
+pub mod swift;
 mod sys;
 
 pub use attach::{

@@ -113,6 +113,15 @@ pub struct PassId {
     generation: u32,
 }
 
+impl PassId {
+    /// The pass's slot: its position in the filter's evaluation order (slots are reused after
+    /// a delete, the lowest free first). Engines that mirror a filter elsewhere (the kernel's
+    /// Swift in `netsift-ebpf`) keep passes at the same slots.
+    pub fn slot(self) -> u32 {
+        self.slot
+    }
+}
+
 /// Why an update was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpdateError {
