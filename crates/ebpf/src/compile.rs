@@ -117,6 +117,27 @@ pub enum Len {
     Wire,
 }
 
+/// Where an XDP program sends the packets its filter accepts, instead of passing them up the
+/// stack: `bpf_redirect_map(map, key, XDP_PASS)` — a missing map entry passes the packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Redirect {
+    /// The descriptor of a [`crate::MapType::DevMap`] (to another interface) or
+    /// [`crate::MapType::XskMap`] (to an AF_XDP socket). It must stay open while the program is
+    /// loaded (the loaded program holds its own reference afterwards).
+    pub map_fd: i32,
+    /// The key looked up.
+    pub key: RedirectKey,
+}
+
+/// The key of a [`Redirect`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RedirectKey {
+    /// Always this entry (a devmap slot).
+    Fixed(u32),
+    /// The packet's receive queue (`xdp_md.rx_queue_index`: an XSKMAP per queue).
+    RxQueue,
+}
+
 /// Translation options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Options {
@@ -135,6 +156,8 @@ pub struct Options {
     /// loads see the whole packet. Without it, bytes outside the linear part read as out of
     /// bounds.
     pub pull_nonlinear: bool,
+    /// XDP with [`Return::Verdict`] only: accepted packets are redirected instead of passed.
+    pub redirect: Option<Redirect>,
 }
 
 impl Options {
@@ -148,6 +171,7 @@ impl Options {
             ancillary: Ancillary::Kernel,
             len: Len::Packet,
             pull_nonlinear: true,
+            redirect: None,
         }
     }
 }
@@ -546,6 +570,32 @@ impl<'a> Translator<'a> {
         self.reject_used = true;
         let r = self.reject;
         self.asm.jump(insn, r);
+    }
+
+    /// Whether accepted packets are redirected (XDP verdicts with [`Options::redirect`]).
+    fn redirecting(&self) -> bool {
+        self.opts.redirect.is_some()
+            && self.opts.result == Return::Verdict
+            && self.opts.prog_type == ProgType::Xdp
+    }
+
+    /// `return bpf_redirect_map(map, key, XDP_PASS)`.
+    fn redirect_and_exit(&mut self) {
+        let Some(r) = self.opts.redirect else {
+            return;
+        };
+        let a = &mut self.asm;
+        for i in Insn::ld_map_fd(Reg::R1, r.map_fd) {
+            a.push(i);
+        }
+        match r.key {
+            RedirectKey::Fixed(k) => a.push(Insn::mov32_imm(Reg::R2, k as i32)),
+            // xdp_md.rx_queue_index is at offset 16.
+            RedirectKey::RxQueue => a.push(Insn::load(Size::W, Reg::R2, CTX, 16)),
+        }
+        a.push(Insn::mov64_imm(Reg::R3, xdp_action::PASS as i32));
+        a.push(Insn::call(helper::REDIRECT_MAP));
+        a.push(Insn::exit());
     }
 
     /// The value `ret #k` returns.
@@ -952,6 +1002,15 @@ impl<'a> Translator<'a> {
                         (Return::Classic, _) | (_, ProgType::SocketFilter) => {
                             self.asm.push(Insn::mov32_reg(Reg::R0, A));
                         }
+                        _ if self.redirecting() => {
+                            let no = self.ret_value(0);
+                            let a = &mut self.asm;
+                            a.push(Insn::mov32_imm(Reg::R0, no as i32));
+                            a.push(Insn::jmp32_imm(Cond::Ne, A, 0, 1));
+                            a.push(Insn::exit());
+                            self.redirect_and_exit();
+                            return Ok(());
+                        }
                         _ => {
                             let (yes, no) = (self.ret_value(1), self.ret_value(0));
                             let a = &mut self.asm;
@@ -960,6 +1019,9 @@ impl<'a> Translator<'a> {
                             a.push(Insn::mov32_imm(Reg::R0, no as i32));
                         }
                     }
+                } else if k != 0 && self.redirecting() {
+                    self.redirect_and_exit();
+                    return Ok(());
                 } else {
                     let v = self.ret_value(k);
                     self.asm.push(Insn::mov32_imm(Reg::R0, v as i32));

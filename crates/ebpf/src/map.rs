@@ -27,6 +27,10 @@ pub enum MapType {
     /// (host order) followed by the address bytes. Needs `BPF_F_NO_PREALLOC`, which
     /// [`MapSpec::new`] sets.
     LpmTrie,
+    /// `BPF_MAP_TYPE_DEVMAP`: `u32` index to `u32` interface index, for XDP redirects.
+    DevMap,
+    /// `BPF_MAP_TYPE_XSKMAP`: `u32` queue to AF_XDP socket descriptor, for XDP redirects.
+    XskMap,
 }
 
 impl MapType {
@@ -38,6 +42,8 @@ impl MapType {
             MapType::PercpuHash => 5,
             MapType::PercpuArray => 6,
             MapType::LpmTrie => 11,
+            MapType::DevMap => 14,
+            MapType::XskMap => 17,
         }
     }
 

@@ -899,3 +899,63 @@ fn attach_socket_filter_xdp_and_tcx() {
         );
     });
 }
+
+/// XDP with `redirect`: the packets the filter accepts go to `bpf_redirect_map` (XDP_REDIRECT
+/// when the devmap entry is set, XDP_PASS when it is not), the others are dropped — for
+/// constant returns (`ret #k`) and for `ret a`.
+#[test]
+fn xdp_redirect_on_accept() {
+    use netsift_ebpf::compile::{Redirect, RedirectKey};
+    require_root();
+    let devmap = Map::create(&MapSpec::new(MapType::DevMap, 4, 4, 2)).unwrap();
+    // Entry 0: the loopback interface (index 1 in every namespace); entry 1 unset.
+    devmap
+        .update(&0u32.to_ne_bytes(), &1u32.to_ne_bytes(), UpdateFlag::Any)
+        .unwrap();
+    use std::os::fd::AsRawFd;
+    let fd = devmap.as_fd().as_raw_fd();
+    let programs: [(&str, Vec<C>); 2] = [
+        (
+            "ip and tcp (ret #k)",
+            vec![
+                s(LD | H | ABS, 12),
+                j(JMP | JEQ | K, 0x800, 0, 3),
+                s(LD | B | ABS, 23),
+                j(JMP | JEQ | K, 6, 0, 1),
+                s(RET | K, 262_144),
+                s(RET | K, 0),
+            ],
+        ),
+        ("ldb [40] (ret a)", vec![s(LD | B | ABS, 40), s(RET | A, 0)]),
+    ];
+    let mut redirected = 0;
+    for (name, prog) in programs {
+        let classic = Classic::new(prog);
+        let interp = Filter::new(classic.clone(), Rules::Libpcap).unwrap();
+        for (key, accept) in [
+            (RedirectKey::Fixed(0), xdp_action::REDIRECT),
+            (RedirectKey::Fixed(1), xdp_action::PASS),
+        ] {
+            let mut opts = compile::Options::new(ProgType::Xdp);
+            opts.redirect = Some(Redirect { map_fd: fd, key });
+            let ebpf = compile::from_classic(&classic, &opts).unwrap();
+            let loaded = ebpf
+                .load(&LoadOptions::default())
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{ebpf}"));
+            for p in packets() {
+                if !ProgType::Xdp.test_run_takes(&p) {
+                    continue;
+                }
+                let want = if interp.run(&p, p.len() as u32) == 0 {
+                    xdp_action::DROP
+                } else {
+                    accept
+                };
+                let got = loaded.run(&p).unwrap();
+                assert_eq!(got, want, "{name} {key:?} on a {}-byte packet", p.len());
+                redirected += usize::from(got == xdp_action::REDIRECT);
+            }
+        }
+    }
+    assert!(redirected > 10, "only {redirected} packets redirected");
+}
