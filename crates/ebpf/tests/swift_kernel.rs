@@ -11,10 +11,10 @@
 use std::path::{Path, PathBuf};
 
 use netsift_capture::{CaptureReader, LinkType};
-use netsift_ebpf::swift::{KernelSwift, SwiftMirror, check_pass};
+use netsift_ebpf::swift::{KernelSwift, MAX_INSTS, SwiftMirror, check_pass};
 use netsift_ebpf::{ProgType, tc_act, xdp_action};
 use netsift_swift::Writer;
-use netsift_swift::isa::{Inst, Mode, Op};
+use netsift_swift::isa::{Inst, Mode, Op, Outcome};
 
 fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -76,11 +76,92 @@ fn ethernet_packets() -> Vec<Vec<u8>> {
         cut.len()
     );
     out.extend(cut);
+    // VLAN-tagged copies (802.1Q, 802.1ad + 802.1Q, and three tags, which L1A does not walk)
+    // and IPv6 copies of IPv4 packets (the transport segment behind a 40-byte header), so
+    // that L1A addressing meets every case; then cut copies of those.
+    let mut extra = Vec::new();
+    for p in out.iter().step_by(11).filter(|p| p.len() >= 14) {
+        let tags: &[&[u16]] = &[&[0x8100], &[0x88a8, 0x8100], &[0x9100, 0x8100, 0x8100]];
+        let tags = tags[extra.len() % 3];
+        let mut q = p[..12].to_vec();
+        for (k, &t) in tags.iter().enumerate() {
+            q.extend_from_slice(&t.to_be_bytes());
+            q.extend_from_slice(&(100 + k as u16).to_be_bytes());
+        }
+        q.extend_from_slice(&p[12..]);
+        extra.push(q);
+        if p[12..14] == [0x08, 0x00] && p.len() >= 34 {
+            let ihl = 4 * usize::from(p[14] & 0xf);
+            let l4 = p.get(14 + ihl..).unwrap_or(&[]);
+            let mut q = p[..12].to_vec();
+            q.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+            q.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+            q.extend_from_slice(&[p[23], 64]);
+            for half in [&p[26..30], &p[30..34]] {
+                q.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0]);
+                q.extend_from_slice(half);
+            }
+            q.extend_from_slice(l4);
+            extra.push(q);
+        }
+    }
+    let cut_extra: Vec<Vec<u8>> = extra
+        .iter()
+        .step_by(7)
+        .flat_map(|p| {
+            [16, 19, 20, 23, 40, 57, 60, 66, 70]
+                .into_iter()
+                .filter(|&n| n < p.len())
+                .map(|n| p[..n].to_vec())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let is = |p: &Vec<u8>, t: u16| {
+        let mut at = 12;
+        while let Some(b) = p.get(at..at + 2) {
+            let ty = u16::from_be_bytes([b[0], b[1]]);
+            if !matches!(ty, 0x8100 | 0x88a8 | 0x9100) {
+                return ty == t;
+            }
+            at += 4;
+        }
+        false
+    };
+    out.extend(extra);
+    out.extend(cut_extra);
+    let vlan = out
+        .iter()
+        .filter(|p| {
+            p.len() >= 14 && matches!(p[12..14], [0x81, 0x00] | [0x88, 0xa8] | [0x91, 0x00])
+        })
+        .count();
+    let ip6 = out.iter().filter(|p| is(p, 0x86dd)).count();
+    println!(
+        "with the synthetic copies: {} packets, {vlan} VLAN-tagged, {ip6} IPv6",
+        out.len()
+    );
     out
 }
 
+/// Where L1A addressing puts offset 0 of `p` (as `netsift_swift` computes it), if anywhere.
+fn l1a_base(p: &[u8]) -> Option<usize> {
+    let be16 = |at: usize| p.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    let mut at = 12;
+    for _ in 0..2 {
+        if !matches!(be16(at)?, 0x8100 | 0x88a8 | 0x9100) {
+            break;
+        }
+        at += 4;
+    }
+    match be16(at)? {
+        0x0800 => Some(at + 2 + 4 * usize::from(p.get(at + 2)? & 0xf)),
+        0x86dd => Some(at + 2 + 40),
+        _ => None,
+    }
+}
+
 /// Random filters (each run, updated, and run again).
-const ROUNDS: usize = 300;
+const ROUNDS: usize = 600;
 
 const TYPES: [ProgType; 2] = [ProgType::Xdp, ProgType::SchedCls];
 
@@ -170,9 +251,13 @@ fn random_inst(rng: &mut Rng, p: &[u8]) -> Inst {
         Op::NetBoth,
         Op::NetEither,
         Op::Ip4ProtoPorts,
+        Op::Leq,
+        Op::Leq,
+        Op::LeqM,
+        Op::LeqM,
     ];
     let op = ops[rng.below(ops.len() as u64) as usize];
-    let mode = [Mode::D, Mode::D, Mode::L1, Mode::L2][rng.below(4) as usize];
+    let mode = [Mode::D, Mode::D, Mode::L1, Mode::L2, Mode::L1A, Mode::L1A][rng.below(6) as usize];
     let off = match (op, mode) {
         (Op::Ip4Proto | Op::Ip4ProtoNoFrag | Op::Ip6Proto | Op::Ip4ProtoPorts, Mode::D) => {
             [14, 14, 14, 18, 0, 1][rng.below(6) as usize]
@@ -184,11 +269,12 @@ fn random_inst(rng: &mut Rng, p: &[u8]) -> Inst {
         _ => rng.below(24) as u16,
     };
     let mut i = Inst::new(op, mode, off);
-    if mode != Mode::D {
+    if matches!(mode, Mode::L1 | Mode::L2) {
         i = i.with_nl([14, 14, 14, 18, 0, 60][rng.below(6) as usize]);
     }
     let base = match mode {
         Mode::D => usize::from(off),
+        Mode::L1A => l1a_base(p).unwrap_or(34) + usize::from(off),
         _ => {
             let nl = i.p[6] as usize;
             let ihl = p.get(nl).map_or(20, |b| 4 * usize::from(b & 0xf));
@@ -286,7 +372,35 @@ fn random_inst(rng: &mut Rng, p: &[u8]) -> Inst {
                 i.set_param(1, d & m);
             }
         }
-        Op::Nop | Op::Leq | Op::LeqM => {}
+        Op::Leq => {
+            // Up to seven words (a count above seven compares seven), sometimes one changed.
+            let n = [0, 1, 1, 2, 2, 3, 4, 5, 6, 7, 9, 15][rng.below(12) as usize];
+            // In L1/L2 modes `P[6]` stays `nl` (and is the seventh word compared).
+            let room = if matches!(mode, Mode::L1 | Mode::L2) {
+                6
+            } else {
+                7
+            };
+            for k in 0..n.min(room) {
+                i.set_param(k, field(base + 4 * k, 4));
+            }
+            if rng.below(3) == 0 {
+                let k = rng.below(room as u64) as usize;
+                i.set_param(k, i.p[k] ^ (1 << rng.below(32)));
+            }
+            i = i.with_count(n);
+        }
+        Op::LeqM => {
+            let pairs = rng.below(4) as usize;
+            for k in 0..pairs {
+                let m =
+                    [u32::MAX, 0xffff_0000, 0x00ff_00ff, rng.next() as u32][rng.below(4) as usize];
+                i.set_param(2 * k, m);
+                i.set_param(2 * k + 1, val(rng, base + 4 * k, 4) & m);
+            }
+            i = i.with_count(2 * pairs + rng.below(2) as usize);
+        }
+        Op::Nop => {}
     }
     i.negate(rng.below(5) == 0)
 }
@@ -332,6 +446,40 @@ fn swift_filters_in_the_kernel_agree_with_the_reader() {
         let spec = netsift_swift::from_pred::from_pred(&pred).expect("Swift says it");
         specs.push((e.to_string(), spec));
     }
+    // Passes `netsift_swift::build` writes with L1A addressing and payload words (VLAN- and
+    // IPv6-aware ports, "GET " / "HTTP" at the start of the TCP payload).
+    use netsift_swift::build;
+    let hand: [(&str, Vec<Vec<Inst>>); 4] = [
+        (
+            "any_port 80, 443, 53",
+            vec![vec![build::any_port(&[80, 443, 53])]],
+        ),
+        (
+            "ip6 and any_port 22 or 80",
+            vec![vec![build::ip6_proto(&[6, 17]), build::any_port(&[22, 80])]],
+        ),
+        (
+            "tcp payload GET or HTTP",
+            vec![
+                vec![build::ip4_proto(&[6]), build::tcp_payload(&[0x4745_5420])],
+                vec![
+                    build::ip4_proto(&[6]),
+                    build::tcp_payload(&[0x4854_5450, 0x2f31_2e31]),
+                ],
+            ],
+        ),
+        (
+            "not any_port 80",
+            vec![vec![build::not(build::any_port(&[80]))]],
+        ),
+    ];
+    for (e, passes) in hand {
+        let mut spec = build::FilterSpec::new();
+        for p in passes {
+            spec.pass(p);
+        }
+        specs.push((e.to_string(), spec));
+    }
     for (e, spec) in &specs {
         let (mut w, _) = netsift_swift::open(96);
         spec.load(&mut w).expect("loads");
@@ -348,17 +496,65 @@ fn swift_filters_in_the_kernel_agree_with_the_reader() {
             runs += compare(k, &w, t, &packets, e, &mut failures);
         }
     }
-    // Random filters: 1-4 passes of 1-4 instructions, then a pass added and one deleted.
+    // Random filters: 1-4 passes of 1-4 instructions (one in eight of 5 to MAX_INSTS), then a
+    // pass added and one deleted.
     let mut rng = Rng(0x5eed_0123_4567_89ab);
     let sample: Vec<&Vec<u8>> = packets.iter().filter(|p| p.len() >= 60).collect();
+    // The reader's outcome of each new kind of instruction on the packet it was drawn from
+    // (true, false, abort): each kind must hold and fail, or the comparison proves little.
+    let mut kinds = [[0usize; 3]; 4];
+    let names = ["L1A", "Leq", "LeqM", "long passes"];
+    let tally = |i: &Inst, p: &[u8], kinds: &mut [[usize; 3]; 4]| {
+        let o = match netsift_swift::isa::eval(i, p, p.len() as u32) {
+            Outcome::True => 0,
+            Outcome::False => 1,
+            Outcome::Abort => 2,
+        };
+        if i.mode() == Mode::L1A {
+            kinds[0][o] += 1;
+        }
+        match i.op() {
+            Some(Op::Leq) => kinds[1][o] += 1,
+            Some(Op::LeqM) => kinds[2][o] += 1,
+            _ => {}
+        }
+    };
+    let mut long = 0;
     for round in 0..ROUNDS {
         let (mut w, _) = netsift_swift::open(96);
         let mut ids = Vec::new();
         for _ in 0..1 + rng.below(4) {
             let p = sample[rng.below(sample.len() as u64) as usize];
-            let insts: Vec<Inst> = (0..1 + rng.below(4))
-                .map(|_| random_inst(&mut rng, p))
+            let len = if rng.below(8) == 0 {
+                long += 1;
+                5 + rng.below(MAX_INSTS as u64 - 4)
+            } else {
+                1 + rng.below(4)
+            };
+            let insts: Vec<Inst> = (0..len)
+                .map(|_| {
+                    let i = random_inst(&mut rng, p);
+                    tally(&i, p, &mut kinds);
+                    // A long pass keeps the instructions that hold on `p` and one in six
+                    // of the others (the rest become `Nop`s), so that its end is reached.
+                    let holds = netsift_swift::isa::eval(&i, p, p.len() as u32) == Outcome::True;
+                    if len <= 4 || holds || rng.below(6) == 0 {
+                        i
+                    } else {
+                        Inst::new(Op::Nop, Mode::D, 0)
+                    }
+                })
                 .collect();
+            if len > 4 {
+                let r = insts.iter().fold(Outcome::True, |r, i| match r {
+                    Outcome::True => netsift_swift::isa::eval(i, p, p.len() as u32),
+                    r => r,
+                });
+                kinds[3][[Outcome::True, Outcome::False, Outcome::Abort]
+                    .iter()
+                    .position(|&x| x == r)
+                    .unwrap()] += 1;
+            }
             ids.push(w.new_pass(&insts).unwrap());
         }
         let mut mirrors: Vec<SwiftMirror> = kernels
@@ -400,6 +596,14 @@ fn swift_filters_in_the_kernel_agree_with_the_reader() {
     for (k, fd) in kernels.iter().zip(fds) {
         assert_eq!(k.program_fd(), fd, "updates must not reload the program");
     }
+    for (name, [t, f, a]) in names.iter().zip(kinds) {
+        println!("{name}: {t} true, {f} false, {a} abort on their own packet");
+        assert!(t > 20 && f > 20, "{name}: {t} true, {f} false");
+    }
+    println!("{long} passes of 5 to {MAX_INSTS} instructions");
+    let too_long = vec![Inst::new(Op::Nop, Mode::D, 0); MAX_INSTS + 1];
+    assert!(check_pass(&too_long).is_err());
+    assert!(kernels[0].add_pass(&too_long).is_err());
     let acc = ACCEPTED.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "{filters} filters, {runs} kernel runs ({acc} accepted), {} disagreements",
