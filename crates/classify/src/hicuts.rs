@@ -272,29 +272,21 @@ pub fn field_name(d: u8) -> Option<Field> {
 mod tests {
     use super::*;
     use crate::linear::Linear;
-    use crate::testutil::{Rng, corner_headers, random_rules};
+    use crate::testutil::agrees_with_linear;
     use crate::{Field, Range};
 
     #[test]
     fn agrees_with_linear_on_random_headers_and_corner_points() {
-        let mut rng = Rng(0x1234_5678_9abc_def1);
-        for round in 0..40 {
-            let n = 1 + rng.below(400) as usize;
-            let rules = random_rules(&mut rng, n);
-            let params = Params {
+        agrees_with_linear(
+            0x1234_5678_9abc_def1,
+            40,
+            |rng| Params {
                 binth: 1 + rng.below(8) as usize,
                 spfac: 1 + rng.below(4) as usize,
                 budget_per_rule: [1usize, 4, 32][rng.below(3) as usize],
-            };
-            let (lin, tree) = (Linear::new(&rules), HiCuts::new(&rules, params));
-            for h in corner_headers(&mut rng, &rules, 2000) {
-                assert_eq!(
-                    tree.classify(&h),
-                    lin.classify(&h),
-                    "round {round} {params:?}: {h}"
-                );
-            }
-        }
+            },
+            |rules, p| HiCuts::new(rules, *p),
+        );
     }
 
     #[test]

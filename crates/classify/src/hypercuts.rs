@@ -366,29 +366,20 @@ impl Classifier for HyperCuts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::linear::Linear;
-    use crate::testutil::{Rng, corner_headers, random_rules};
+    use crate::testutil::agrees_with_linear;
 
     #[test]
     fn agrees_with_linear_on_random_headers_and_corner_points() {
-        let mut rng = Rng(0x5151_2323_abcd_0007);
-        for round in 0..30 {
-            let n = 1 + rng.below(400) as usize;
-            let rules = random_rules(&mut rng, n);
-            let p = Params {
+        agrees_with_linear(
+            0x5151_2323_abcd_0007,
+            30,
+            |rng| Params {
                 binth: 1 + rng.below(8) as usize,
                 spfac: 1 + rng.below(6) as usize,
                 budget_per_rule: [1usize, 4, 32][rng.below(3) as usize],
-            };
-            let (lin, tree) = (Linear::new(&rules), HyperCuts::new(&rules, p));
-            for h in corner_headers(&mut rng, &rules, 2000) {
-                assert_eq!(
-                    tree.classify(&h),
-                    lin.classify(&h),
-                    "round {round} {p:?}: {h}"
-                );
-            }
-        }
+            },
+            |rules, p| HyperCuts::new(rules, *p),
+        );
     }
 
     #[test]

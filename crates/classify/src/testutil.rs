@@ -122,3 +122,28 @@ pub fn corner_headers(rng: &mut Rng, rules: &[Rule], n: usize) -> Vec<Header> {
     }
     out
 }
+
+/// `rounds` random rule sets of up to 400 rules, an engine built for each with parameters drawn
+/// by `params`, and its answer on random headers and corner points equal to linear's.
+pub fn agrees_with_linear<P: std::fmt::Debug, E: crate::Classifier>(
+    seed: u64,
+    rounds: usize,
+    mut params: impl FnMut(&mut Rng) -> P,
+    build: impl Fn(&[Rule], &P) -> E,
+) {
+    use crate::Classifier;
+    let mut rng = Rng(seed);
+    for round in 0..rounds {
+        let n = 1 + rng.below(400) as usize;
+        let rules = random_rules(&mut rng, n);
+        let p = params(&mut rng);
+        let (lin, engine) = (crate::linear::Linear::new(&rules), build(&rules, &p));
+        for h in corner_headers(&mut rng, &rules, 2000) {
+            assert_eq!(
+                engine.classify(&h),
+                lin.classify(&h),
+                "round {round} {p:?}: {h}"
+            );
+        }
+    }
+}

@@ -64,36 +64,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
         crate::rulefile::RuleFile::ClassBench(rules) => rules,
         crate::rulefile::RuleFile::Iptables(rs) => return simulate(&args, &rs),
     };
-    let text = std::fs::read_to_string(&args.trace)
-        .with_context(|| format!("cannot read {}", args.trace.display()))?;
-    let trace = classbench::parse_trace(&text).with_context(|| args.trace.display().to_string())?;
-    if trace.is_empty() {
-        bail!("{}: no headers", args.trace.display());
-    }
+    let trace = read_trace(&args.trace)?;
     let built = engine::build(args.engine.into(), &rules);
     let engine = &built.engine;
-    let mut mismatches = 0usize;
-    let mut unanswered = 0usize;
+    let mut tally = Tally::default();
     for (i, t) in trace.iter().enumerate() {
         let got = engine.classify(&t.header).map(|r| r + 1);
-        match t.answer {
-            None => unanswered += 1,
-            Some(a) if got != Some(a) => {
-                mismatches += 1;
-                if mismatches <= 10 {
-                    eprintln!(
-                        "{}:{}: {}: rule {} expected, {} found",
-                        args.trace.display(),
-                        i + 1,
-                        t.header,
-                        a,
-                        got.map_or("none".to_string(), |g| g.to_string())
-                    );
-                }
-            }
-            Some(_) => {}
-        }
+        tally.check(&args.trace, i, t, got, "");
     }
+    let (mismatches, unanswered) = (tally.mismatches, tally.unanswered);
     println!(
         "{} rules, {} headers: {} mismatches{}",
         rules.len(),
@@ -153,12 +132,7 @@ fn simulate(args: &Args, rs: &netsift::classify::iptables::Ruleset) -> Result<Ex
             args.rules.display()
         );
     }
-    let text = std::fs::read_to_string(&args.trace)
-        .with_context(|| format!("cannot read {}", args.trace.display()))?;
-    let trace = classbench::parse_trace(&text).with_context(|| args.trace.display().to_string())?;
-    if trace.is_empty() {
-        bail!("{}: no headers", args.trace.display());
-    }
+    let trace = read_trace(&args.trace)?;
     let ev = rs.evaluator()?;
     // The ClassBench rule a rule stands for: its comment `cb<N>`.
     let cb = |chain: usize, rule: usize| {
@@ -166,31 +140,16 @@ fn simulate(args: &Args, rs: &netsift::classify::iptables::Ruleset) -> Result<Ex
             .comments()
             .find_map(|c| c.strip_prefix("cb").and_then(|n| n.parse::<usize>().ok()))
     };
-    let (mut mismatches, mut unanswered, mut visited) = (0usize, 0usize, 0usize);
+    let mut tally = Tally::default();
+    let mut visited = 0usize;
     let t0 = Instant::now();
     for (i, t) in trace.iter().enumerate() {
         let e = ev.evaluate(&args.chain, &Packet::new(t.header))?;
         visited += e.rules_visited();
         let got = e.decided_by.and_then(|s| cb(s.chain, s.rule));
-        match t.answer {
-            None => unanswered += 1,
-            Some(a) if got != Some(a) => {
-                mismatches += 1;
-                if mismatches <= 10 {
-                    eprintln!(
-                        "{}:{}: {}: rule {} expected, {} found ({:?})",
-                        args.trace.display(),
-                        i + 1,
-                        t.header,
-                        a,
-                        got.map_or("none".to_string(), |g| g.to_string()),
-                        e.verdict
-                    );
-                }
-            }
-            Some(_) => {}
-        }
+        tally.check(&args.trace, i, t, got, &format!(" ({:?})", e.verdict));
     }
+    let (mismatches, unanswered) = (tally.mismatches, tally.unanswered);
     let secs = t0.elapsed().as_secs_f64();
     println!(
         "{} rules in {} chains, {} headers: {} mismatches{}; {:.1} rules visited per header",
@@ -216,4 +175,51 @@ fn simulate(args: &Args, rs: &netsift::classify::iptables::Ruleset) -> Result<Ex
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A ClassBench trace; an error names the file, or says it has no headers.
+fn read_trace(path: &std::path::Path) -> Result<Vec<classbench::TraceEntry>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let trace = classbench::parse_trace(&text).with_context(|| path.display().to_string())?;
+    if trace.is_empty() {
+        bail!("{}: no headers", path.display());
+    }
+    Ok(trace)
+}
+
+/// Answers compared with a trace's answer column; the first ten mismatches go to stderr.
+#[derive(Default)]
+struct Tally {
+    mismatches: usize,
+    unanswered: usize,
+}
+
+impl Tally {
+    fn check(
+        &mut self,
+        path: &std::path::Path,
+        i: usize,
+        t: &classbench::TraceEntry,
+        got: Option<usize>,
+        extra: &str,
+    ) {
+        match t.answer {
+            None => self.unanswered += 1,
+            Some(a) if got != Some(a) => {
+                self.mismatches += 1;
+                if self.mismatches <= 10 {
+                    eprintln!(
+                        "{}:{}: {}: rule {} expected, {} found{extra}",
+                        path.display(),
+                        i + 1,
+                        t.header,
+                        a,
+                        got.map_or("none".to_string(), |g| g.to_string())
+                    );
+                }
+            }
+            Some(_) => {}
+        }
+    }
 }
