@@ -287,6 +287,48 @@ pub fn jit_vs_interp(data: &[u8]) {
     assert_eq!(got, want, "the batch entry differs");
 }
 
+/// Decode `data` as a classic program and a packet (as `jit_vs_interp`): the program translated
+/// to eBPF (SCHED_CLS, classic return values) must pass the kernel's verifier and return what
+/// the interpreter returns on the packet and its prefixes the kernel's test runs take. Needs
+/// root (without it, nothing is checked); programs with loops are left to the unit tests (they
+/// may run a million instructions a packet).
+pub fn ebpf_vs_interp(data: &[u8]) {
+    use netsift_ebpf::compile::{self, Ancillary, Return};
+    use netsift_ebpf::{ErrorKind, LoadOptions, ProgType};
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let Some((program, packet)) = split_program(data) else {
+        return;
+    };
+    let Ok(interp) = Filter::new(program.clone(), Rules::Libpcap) else {
+        return;
+    };
+    if interp.has_loops() {
+        return;
+    }
+    let mut opts = compile::Options::new(ProgType::SchedCls);
+    opts.result = Return::Classic;
+    opts.ancillary = Ancillary::Absent;
+    let ebpf = match compile::from_classic(&program, &opts) {
+        Ok(e) => e,
+        Err(e) if e.kind() == ErrorKind::Unsupported => return,
+        Err(e) => panic!("a valid program does not translate: {e}"),
+    };
+    let loaded = ebpf
+        .load(&LoadOptions::default())
+        .unwrap_or_else(|e| panic!("the verifier refuses a translation: {e}\n{ebpf}"));
+    for cut in [14, packet.len() / 2, packet.len()] {
+        let p = &packet[..cut.min(packet.len())];
+        if !ProgType::SchedCls.test_run_takes(p) {
+            continue;
+        }
+        let got = loaded.run(p).expect("test run");
+        assert_eq!(got, interp.run(p, p.len() as u32), "{} bytes", p.len());
+    }
+}
+
 /// Compile `data` as an expression (Ethernet) to classic BPF without optimisation and, when
 /// Swift can express it, to Swift passes: the two must give the same value on the sample
 /// packets, on their prefixes, and with the reader's index on and off (`run` and `run_batch`).

@@ -115,6 +115,21 @@ fn jit_vs_interp_on_random_and_stored_inputs() {
 }
 
 #[test]
+fn ebpf_vs_interp_on_random_and_stored_inputs() {
+    let mut rng = Rng::new(17);
+    for _ in 0..2_000 {
+        let len = rng.below(200) as usize;
+        fuzz::ebpf_vs_interp(&rng.bytes(len));
+    }
+    for input in stored_inputs("jit_vs_interp")
+        .into_iter()
+        .chain(stored_inputs("ebpf_vs_interp"))
+    {
+        fuzz::ebpf_vs_interp(&input);
+    }
+}
+
+#[test]
 fn lang_targets_on_libpcap_expressions_and_mutations() {
     let mut rng = Rng::new(4);
     let mut exprs: Vec<String> = Vec::new();

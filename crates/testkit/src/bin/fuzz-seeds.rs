@@ -93,12 +93,14 @@ fn main() {
                 &format!("seed-{i}-{optimize}"),
                 &encode(&program, &packet),
             );
-            write(
-                dir,
-                "jit_vs_interp",
-                &format!("seed-{i}-{optimize}"),
-                &encode(&program, &packet),
-            );
+            for target in ["jit_vs_interp", "ebpf_vs_interp"] {
+                write(
+                    dir,
+                    target,
+                    &format!("seed-{i}-{optimize}"),
+                    &encode(&program, &packet),
+                );
+            }
             n += 1;
         }
     }
