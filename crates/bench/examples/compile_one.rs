@@ -1,6 +1,8 @@
 //! Compile one benchmark filter many times, timing each stage, for profilers:
 //! `cargo run --release -p netsift-bench --example compile_one -- INDEX [ROUNDS]`.
 use std::time::Instant;
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use netsift_bench::workload;
 

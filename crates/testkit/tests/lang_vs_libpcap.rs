@@ -365,3 +365,43 @@ fn long_or_chains_no_longer_than_libpcap() {
         assert!(accepted > n, "{n} terms: only {accepted} packets accepted");
     }
 }
+
+/// The compiler's shortcuts (the empty filter, filters that test each field once) give the
+/// very program the full optimiser gives, on every corpus expression and on random ones.
+#[test]
+fn optimiser_shortcuts_match_the_full_optimiser() {
+    let (mut checked, mut differ) = (0, Vec::new());
+    let mut check = |expr: &str, ctx: &Context| {
+        let Ok(pred) = front(expr, ctx) else { return };
+        for optimize in [false, true] {
+            let opts = compile::Options {
+                optimize,
+                snaplen: ctx.snaplen,
+            };
+            let fast = compile::compile(&pred, &opts);
+            let full = compile::compile_without_shortcuts(&pred, &opts);
+            checked += 1;
+            if fast != full {
+                differ.push(format!("{expr} (optimize {optimize})"));
+            }
+        }
+    };
+    for c in corpus::cases() {
+        let mut ctx = Context::new(corpus::link_type(&c.dlt));
+        ctx.snaplen = c.snaplen;
+        check(&c.expr, &ctx);
+    }
+    let by_dlt = corpus::packets_by_dlt();
+    let frames = by_dlt.get(&1).cloned().unwrap_or_default();
+    let seeds = netsift_testkit::exprgen::Seeds::from_frames(frames.iter().map(|(d, _)| &d[..]));
+    let mut rng = netsift_testkit::rng::Rng::new(0x5407_c075);
+    let ctx = Context::new(netsift_wire::LinkType::ETHERNET);
+    for _ in 0..3000 {
+        check(
+            &netsift_testkit::exprgen::expression(&mut rng, &seeds, 2),
+            &ctx,
+        );
+    }
+    println!("{checked} compilations, {} differ", differ.len());
+    assert!(differ.is_empty(), "shortcut programs differ: {differ:#?}");
+}

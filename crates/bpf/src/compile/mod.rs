@@ -24,7 +24,7 @@ use std::fmt;
 
 use netsift_lang::Pred;
 
-use crate::insn::{Program, code};
+use crate::insn::{Insn, Program, code};
 
 /// Compilation options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,8 +103,26 @@ impl std::error::Error for CompileError {}
 
 /// Compile `pred` to classic BPF.
 pub fn compile(pred: &Pred, opts: &Options) -> Result<Program, CompileError> {
+    // The empty filter: one `ret`, optimised or not (as libpcap).
+    if pred.is_true() {
+        return Ok(Program::new(vec![Insn::stmt(
+            code::RET | code::K,
+            opts.snaplen,
+        )]));
+    }
+    compile_with(pred, opts, true)
+}
+
+/// [`compile`] without its shortcuts for filters that need no analysis: the reference the
+/// shortcuts are tested against (they must give the same program).
+#[doc(hidden)]
+pub fn compile_without_shortcuts(pred: &Pred, opts: &Options) -> Result<Program, CompileError> {
+    compile_with(pred, opts, false)
+}
+
+fn compile_with(pred: &Pred, opts: &Options, fast: bool) -> Result<Program, CompileError> {
     let cfg = if opts.optimize && pred.optimizable() {
-        opt::optimize(pred, opts.snaplen)?
+        opt::optimize(pred, opts.snaplen, fast)?
     } else {
         // Scratch registers below `floor` belong to Geneve's offsets.
         let floor = geneve_registers(pred);

@@ -1617,13 +1617,17 @@ enum Holds {
     Reg(u8),
 }
 
-pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
+pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, CompileError> {
     // The decision graph has about three nodes per node of the predicate.
     let size = 3 * pred.nodes().len();
     let mut g0 = Graph::with_capacity(size);
     let mut memo = HashMap::with_capacity_and_hasher(size, Default::default());
     let root = build(pred, &mut g0, &mut memo, pred.root(), ACCEPT, REJECT)?;
     let g0_root = root;
+    if fast && root >= FIRST && nothing_to_specialise(&g0) {
+        let (g, root) = regroup(&g0, root);
+        return emit(&g, root, snaplen);
+    }
     // The facts of each path (may copy a node once per distinct set of facts that decides
     // something below it).
     let budget = 20_000usize.max(g0.nodes.len() * 8);
@@ -1655,6 +1659,35 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     }
     let (g, root) = regroup(&g, root);
     emit(&g, root, snaplen)
+}
+
+/// Whether specialisation would return `g` unchanged: every atom is a test, each field (key)
+/// is tested by one node only — so no path tests a field twice and no fact learned on a path can
+/// decide or prune a later test — and no test is decided by its field's width alone
+/// (`ether[0] > 255`). The many small filters (`ip`, `tcp`, `host X` on raw IP) skip the
+/// analyses then. The testkit's `optimiser_fast_paths` test checks the claim on the corpus.
+fn nothing_to_specialise(g: &Graph) -> bool {
+    if g.nodes.len() > 64 {
+        return false;
+    }
+    let mut seen = 0u64;
+    for n in &g.nodes {
+        let key = g.keys[n.atom as usize];
+        if key >= 64 || seen & (1 << key) != 0 {
+            return false;
+        }
+        seen |= 1 << key;
+        let Atom::Test(t) = &g.atoms[n.atom as usize] else {
+            return false;
+        };
+        if Know::new(max_value(&t.field, t.mask))
+            .decide(&t.cmp, false)
+            .is_some()
+        {
+            return false;
+        }
+    }
+    true
 }
 
 /// Regroup chains of tests by field: in a run of tests that all lead to the same place when
