@@ -31,6 +31,8 @@ pub mod hitables;
 pub mod libpcap;
 #[cfg(target_os = "linux")]
 pub mod netns;
+#[cfg(target_os = "linux")]
+pub mod offload;
 pub mod suite;
 pub mod swift_table5;
 pub mod update;

@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 9] = [
+pub const SUITES: [(&str, &str); 10] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -53,6 +53,12 @@ pub const SUITES: [(&str, &str); 9] = [
          eBPF and as Swift passes in maps against libpcap's code translated the kernel's way \
          (LD_ABS); Swift-in-kernel update (map writes) against recompile + load + attach at N = \
          10, 100, 1,000 data connections; needs root",
+    ),
+    (
+        "offload",
+        "hardware-assisted filtering on the emulated NIC: Deri et al. Table 1 (capture rate and \
+         CPU load per frame size, software against hardware filter, with the XDP drop cost as \
+         root) and rule install/remove latency at 1, 1,000 and 30,000 rules",
     ),
 ];
 
@@ -111,6 +117,8 @@ pub fn run(name: &str) -> Result<String, String> {
         }
         #[cfg(target_os = "linux")]
         "ebpf" => crate::ebpf::suite(&crate::ebpf::Config::default()),
+        #[cfg(target_os = "linux")]
+        "offload" => crate::offload::suite(),
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
             SUITES.map(|(n, _)| n).join(", ")
