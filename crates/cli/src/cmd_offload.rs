@@ -15,7 +15,7 @@ use netsift::lang::Context;
 use netsift_offload::compile::{Options, Role, compile as offload};
 use netsift_offload::ethtool::{self, Verb};
 use netsift_offload::nic::EmulatedNic;
-use netsift_offload::{Profile, text};
+use netsift_offload::{Profile, RuleTable, text};
 
 use crate::expr;
 
@@ -46,6 +46,14 @@ pub struct Args {
     /// fraction the NIC handled and per-rule statistics, and check the verdicts.
     #[arg(short = 'r', long = "read", value_name = "FILE")]
     read: Option<PathBuf>,
+    /// Then apply this rules-text script (`+(id,queue,proto,sip,sport,dip,dport)`, `-(id)`; `-`
+    /// reads standard input) to the table; with no EXPR the table starts empty.
+    #[arg(long, value_name = "FILE")]
+    rules: Option<PathBuf>,
+    /// Then serve the rules text interface on this Unix socket: each connection sends command
+    /// lines and gets `ok` or `error: …` per line; a connection that sends `quit` ends serving.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
     /// RX queues of the emulated NIC.
     #[arg(long, default_value_t = 4, value_name = "N")]
     queues: u16,
@@ -89,44 +97,86 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         bail!("--queues must be at least 1");
     }
     let text_expr = args.expr.join(" ");
+    if text_expr.trim().is_empty() && args.rules.is_none() && args.control.is_none() {
+        bail!("give a filter expression, --rules FILE or --control SOCKET");
+    }
     let ctx = Context::new(LinkType::ETHERNET);
     let pred = expr::lower_or_report(&text_expr, &ctx)?;
     let mut opts = Options::new(profile);
     opts.queue = args.queue;
     opts.assume_untagged = args.assume_untagged;
-    let result = offload(&pred, &opts).map_err(|e| anyhow!("{e}"))?;
+    let compiled = if text_expr.trim().is_empty() {
+        None
+    } else {
+        Some(offload(&pred, &opts).map_err(|e| anyhow!("{e}"))?)
+    };
 
     let mut out = String::new();
-    let roles = |role: Role| result.rules().iter().filter(|(_, r)| *r == role).count();
-    let _ = writeln!(
-        out,
-        "# netsift offload `{text_expr}` for {profile}: {} rules ({} drop, {} allow, {} drop-rest); \
-         residual software filter: the whole expression",
-        result.rules().len(),
-        roles(Role::Drop),
-        roles(Role::Allow),
-        roles(Role::DropRest),
-    );
-    for note in result.notes() {
-        let _ = writeln!(out, "# not offloaded: {note}");
-    }
-    match &emit {
-        Emit::Rules => {
-            for (rule, role) in result.rules() {
-                let _ = writeln!(out, "{rule} [{role}]");
+    let mut table = match &compiled {
+        Some(result) => {
+            let roles = |role: Role| result.rules().iter().filter(|(_, r)| *r == role).count();
+            let _ = writeln!(
+                out,
+                "# netsift offload `{text_expr}` for {profile}: {} rules ({} drop, {} allow, {} \
+                 drop-rest); residual software filter: the whole expression",
+                result.rules().len(),
+                roles(Role::Drop),
+                roles(Role::Allow),
+                roles(Role::DropRest),
+            );
+            for note in result.notes() {
+                let _ = writeln!(out, "# not offloaded: {note}");
+            }
+            result.table().clone()
+        }
+        None => RuleTable::for_profile(profile),
+    };
+    let mut refused = 0u64;
+    if let Some(path) = &args.rules {
+        let script = if path.as_os_str() == "-" {
+            text::parse_reader(io::stdin().lock())
+        } else {
+            let f = std::fs::File::open(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            text::parse_reader(io::BufReader::new(f))
+        }
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        for a in script.apply(&mut table) {
+            if let Err(e) = a.result {
+                refused += 1;
+                eprintln!("netsift: {}: line {}: {e}", path.display(), a.line);
             }
         }
+    }
+    if let Some(path) = &args.control {
+        // Refused commands were answered on the socket; they do not fail the command.
+        let _ = serve(path, &mut table)?;
+    }
+    let manual = args.rules.is_some() || args.control.is_some();
+    match &emit {
+        Emit::Rules => match (&compiled, manual) {
+            (Some(result), false) => {
+                for (rule, role) in result.rules() {
+                    let _ = writeln!(out, "{rule} [{role}]");
+                }
+            }
+            _ => {
+                let mut rules: Vec<_> = table.iter().map(|(r, _)| *r).collect();
+                rules.sort_by_key(|r| r.id);
+                for rule in rules {
+                    let _ = writeln!(out, "{rule}");
+                }
+            }
+        },
         Emit::Text => {
-            for (rule, role) in result.rules() {
-                match text::format_rule(rule) {
+            let mut rules: Vec<_> = table.iter().map(|(r, _)| *r).collect();
+            rules.sort_by_key(|r| r.id);
+            for rule in rules {
+                match text::format_rule(&rule) {
                     Ok(line) => {
                         let _ = writeln!(out, "{line}");
                     }
-                    Err(e) => bail!(
-                        "rule {} ({role}) has no rules-text form: {}",
-                        rule.id,
-                        e.message()
-                    ),
+                    Err(e) => bail!("rule {} has no rules-text form: {}", rule.id, e.message()),
                 }
             }
         }
@@ -136,8 +186,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             } else {
                 Verb::ConfigNfc
             };
-            let cmds =
-                ethtool::table_commands(verb, dev, result.table()).map_err(|e| anyhow!("{e}"))?;
+            let cmds = ethtool::table_commands(verb, dev, &table).map_err(|e| anyhow!("{e}"))?;
             for (_, _, cmd) in cmds {
                 let _ = writeln!(out, "{cmd}");
             }
@@ -150,9 +199,47 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     drop(lock);
 
     if let Some(path) = &args.read {
-        run_capture(path, &pred, result.into_table(), args.queues, &text_expr)?;
+        // Verdicts are compared only when every rule came from the compiler: rules added by
+        // hand may drop what the filter accepts on purpose.
+        run_capture(path, &pred, table, args.queues, &text_expr, !manual)?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if refused == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Serve the rules text interface on a Unix socket at `path` until a connection sends `quit`;
+/// returns how many commands were refused.
+fn serve(path: &PathBuf, table: &mut RuleTable) -> Result<u64> {
+    use std::os::unix::net::UnixListener;
+    if path.exists() {
+        bail!(
+            "{} exists: remove it or choose another path for --control",
+            path.display()
+        );
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))?;
+    eprintln!(
+        "netsift: serving the rules text interface on {}",
+        path.display()
+    );
+    let mut refused = 0;
+    let result = (|| -> Result<()> {
+        loop {
+            let (stream, _) = listener.accept()?;
+            let reader = io::BufReader::new(stream.try_clone()?);
+            let session = text::serve(reader, &stream, table)?;
+            refused += session.refused;
+            if session.quit {
+                return Ok(());
+            }
+        }
+    })();
+    let _ = std::fs::remove_file(path);
+    result.map(|()| refused)
 }
 
 /// Run `path` through the emulated NIC and the residual filter; compare with the filter alone.
@@ -162,6 +249,7 @@ fn run_capture(
     table: netsift_offload::RuleTable,
     queues: u16,
     text_expr: &str,
+    compare: bool,
 ) -> Result<()> {
     let mut reader =
         CaptureReader::open(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -176,7 +264,7 @@ fn run_capture(
         .map_err(|e| anyhow!("`{text_expr}`: {e}"))?;
     let filter = Filter::new(program, Rules::Libpcap)?;
     let mut nic = EmulatedNic::new(queues, table);
-    let (mut packets, mut accepted, mut residual_accepted, mut residual_runs) = (0u64, 0, 0, 0);
+    let (mut packets, mut accepted, mut residual_accepted) = (0u64, 0, 0);
     let mut wrong = 0u64;
     while let Some(item) = reader.next_packet() {
         let p = item.with_context(|| format!("{}", path.display()))?;
@@ -184,10 +272,12 @@ fn run_capture(
         let verdict = filter.run(p.data, p.wire_len);
         accepted += u64::from(verdict != 0);
         let delivery = nic.receive(p.data, p.wire_len);
+        if !compare {
+            continue;
+        }
         let combined = if delivery.is_dropped() {
             0
         } else {
-            residual_runs += 1;
             filter.run(p.data, p.wire_len)
         };
         residual_accepted += u64::from(combined != 0);
@@ -204,24 +294,27 @@ fn run_capture(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}: {packets} packets; the NIC dropped {} ({:.1}%), delivered {residual_runs} to \
+        "{}: {packets} packets; the NIC dropped {} ({:.1}%), delivered {} to \
          software; not IP: {}",
         path.display(),
         s.dropped,
         pct(s.dropped),
+        s.received - s.dropped,
         s.not_ip
     );
-    let rejected = packets - accepted;
-    let _ = writeln!(
-        out,
-        "the filter rejects {rejected} packets ({:.1}%): the NIC handled {:.1}% of them",
-        pct(rejected),
-        if rejected == 0 {
-            0.0
-        } else {
-            100.0 * s.dropped as f64 / rejected as f64
-        }
-    );
+    if compare {
+        let rejected = packets - accepted;
+        let _ = writeln!(
+            out,
+            "the filter rejects {rejected} packets ({:.1}%): the NIC handled {:.1}% of them",
+            pct(rejected),
+            if rejected == 0 {
+                0.0
+            } else {
+                100.0 * s.dropped as f64 / rejected as f64
+            }
+        );
+    }
     let per_queue: Vec<String> = nic
         .queue_stats()
         .iter()
@@ -232,11 +325,13 @@ fn run_capture(
     for (rule, c) in nic.table().iter() {
         let _ = writeln!(out, "  {rule}: {} packets, {} bytes", c.packets, c.bytes);
     }
-    let _ = writeln!(
-        out,
-        "verdicts: NIC + residual accepted {residual_accepted}, the filter alone {accepted}; \
-         {wrong} differ"
-    );
+    if compare {
+        let _ = writeln!(
+            out,
+            "verdicts: NIC + residual accepted {residual_accepted}, the filter alone \
+             {accepted}; {wrong} differ"
+        );
+    }
     eprint!("{out}");
     if wrong != 0 {
         bail!("the offloaded filter differs from the software filter on {wrong} packets");

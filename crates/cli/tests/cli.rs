@@ -702,3 +702,155 @@ fn hitables_rewrites_and_classify_simulates_the_result() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--max-expansion"), "{}", stderr(&o));
 }
+
+#[test]
+fn offload_prints_rules_and_ethtool_commands() {
+    let o = netsift(&["offload", "--nic", "82599", "tcp", "port", "80"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("rule 1: ip4 proto 6 sport 80 -> queue 0"),
+        "{out}"
+    );
+    assert!(out.contains("rule 3: ip4 -> drop [drop-rest]"), "{out}");
+    assert!(out.contains("# not offloaded: ip6 allow-list"), "{out}");
+    let o = netsift(&[
+        "offload",
+        "--nic",
+        "mlx5",
+        "--emit",
+        "ethtool",
+        "eth7",
+        "--queue",
+        "3",
+        "udp port 53",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("ethtool -N eth7 flow-type udp4 src-port 53 action 3 loc 0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ethtool -N eth7 flow-type ip6 action -1 loc"),
+        "{out}"
+    );
+    // `--emit rules` followed by the expression.
+    let o = netsift(&["offload", "--nic", "software", "--emit", "rules", "ip6"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // `ip6` rejects every IPv4 packet, tagged or not: one rule drops them all.
+    assert!(
+        stdout(&o).contains("rule 1: ip4 -> drop [drop-rest]"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn offload_checks_a_capture_and_reports_errors() {
+    let cap = sample();
+    let o = netsift(&[
+        "offload",
+        "--nic",
+        "ntuple:64",
+        "-r",
+        cap.to_str().unwrap(),
+        "tcp or udp port 53",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(" 0 differ"), "{err}");
+    assert!(err.contains("the NIC dropped"), "{err}");
+    for (args, needle) in [
+        (vec!["offload", "--nic", "82598", "ip"], "--nic 82598"),
+        (vec!["offload", "--nic", "mlx5", "tcp port"], "^"),
+        (vec!["offload", "--nic", "mlx5"], "give a filter expression"),
+        (
+            vec!["offload", "--nic", "mlx5", "--emit", "ethtool"],
+            "needs the device",
+        ),
+    ] {
+        let o = netsift(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn offload_applies_rules_text_from_a_file_and_a_control_socket() {
+    let script = tmp("rules.txt");
+    std::fs::write(
+        &script,
+        "# SIP to queue 0, drop TCP\n+(1,0,udp,0.0.0.0,0,0.0.0.0,5060)\n+(2,-1,tcp,0.0.0.0,0,0.0.0.0,0)\n+(3,1,udp,300.1.1.1,0,0.0.0.0,0)\n",
+    )
+    .unwrap();
+    let o = netsift(&[
+        "offload",
+        "--nic",
+        "ntuple:8",
+        "--rules",
+        script.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("line 4, column"), "{}", stderr(&o));
+    std::fs::write(
+        &script,
+        "+(1,0,udp,0.0.0.0,0,0.0.0.0,5060)\n-(1)\n+(2,-1,tcp,0.0.0.0,0,0.0.0.0,0)\n",
+    )
+    .unwrap();
+    let o = netsift(&[
+        "offload",
+        "--nic",
+        "ntuple:8",
+        "--emit",
+        "text",
+        "--rules",
+        script.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "+(2,-1,tcp,0.0.0.0,0,0.0.0.0,0)");
+
+    // The control socket: one connection adds, removes, errs and quits.
+    use std::io::{BufRead, BufReader, Write};
+    let sock = tmp("control.sock");
+    let _ = std::fs::remove_file(&sock);
+    let child = Command::new(env!("CARGO_BIN_EXE_netsift"))
+        .args([
+            "offload",
+            "--nic",
+            "ntuple:8",
+            "--control",
+            sock.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stream = None;
+    for _ in 0..200 {
+        if let Ok(s) = std::os::unix::net::UnixStream::connect(&sock) {
+            stream = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    let mut stream = stream.expect("the control socket never appeared");
+    stream
+        .write_all(b"+(5,2,udp,198.18.0.1,0,0.0.0.0,53)\n+(6,x)\n+(7,-1,tcp,0.0.0.0,0,0.0.0.0,22)\n-(5)\nquit\n")
+        .unwrap();
+    let replies: Vec<String> = BufReader::new(&stream)
+        .lines()
+        .map(|l| l.unwrap())
+        .collect();
+    assert_eq!(replies.len(), 5, "{replies:?}");
+    assert_eq!(replies[0], "ok");
+    assert!(
+        replies[1].starts_with("error: line 2, column"),
+        "{replies:?}"
+    );
+    assert_eq!(&replies[2..], ["ok", "ok", "ok bye"]);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "rule 7: ip4 proto 6 dport 22 -> drop");
+    assert!(!sock.exists(), "the socket was not removed");
+}

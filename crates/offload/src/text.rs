@@ -29,7 +29,7 @@
 //! whatever the input.
 
 use std::fmt;
-use std::io::BufRead;
+use std::io::{self, BufRead, Write};
 use std::net::IpAddr;
 
 use crate::error::OffloadError;
@@ -105,6 +105,63 @@ impl Script {
             })
             .collect()
     }
+}
+
+/// What a [`serve`] session did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Session {
+    /// Commands applied successfully.
+    pub applied: u64,
+    /// Lines refused (bad syntax, or the sink refused the rule).
+    pub refused: u64,
+    /// Whether the peer sent `quit`.
+    pub quit: bool,
+}
+
+/// Serve the rules text interface on a stream (a control socket, standard input): read lines
+/// from `input`, apply each command to `sink` at once, and answer every non-blank,
+/// non-comment line with one line on `output`: `ok`, or `error: …` (a syntax error with its
+/// column, or why the sink refused the rule) — the session goes on after errors. `quit` ends
+/// the session. Returns at end of input or on `quit`; fails only on I/O errors.
+pub fn serve<S, R, W>(input: R, mut output: W, sink: &mut S) -> io::Result<Session>
+where
+    S: RuleSink + ?Sized,
+    R: BufRead,
+    W: Write,
+{
+    let mut session = Session::default();
+    for (i, line) in input.lines().enumerate() {
+        let line = line?;
+        if line.trim() == "quit" {
+            session.quit = true;
+            writeln!(output, "ok bye")?;
+            output.flush()?;
+            break;
+        }
+        let reply = match parse_line(i + 1, &line) {
+            Ok(None) => continue,
+            Ok(Some(Command::Add(rule))) => sink.add_rule(rule),
+            Ok(Some(Command::Remove(id))) => sink.remove_rule(id),
+            Err(e) => {
+                session.refused += 1;
+                writeln!(output, "error: {e}")?;
+                output.flush()?;
+                continue;
+            }
+        };
+        match reply {
+            Ok(()) => {
+                session.applied += 1;
+                writeln!(output, "ok")?;
+            }
+            Err(e) => {
+                session.refused += 1;
+                writeln!(output, "error: line {}: {e}", i + 1)?;
+            }
+        }
+        output.flush()?;
+    }
+    Ok(session)
 }
 
 /// Where and why a text could not be read.
@@ -750,5 +807,31 @@ mod tests {
                 let _ = e.snippet(&text);
             }
         }
+    }
+
+    #[test]
+    fn serve_answers_every_command() {
+        let input = "# comment\n+(1,-1,tcp,10.0.0.1,25,0.0.0.0,0)\n\n+(1,2,udp,0.0.0.0,0,0.0.0.0,53)\n+(2,x)\n-(1)\n-(1)\nquit\n+(3,1,udp,0.0.0.0,0,0.0.0.0,1)\n";
+        let mut table = crate::RuleTable::new();
+        let mut out = Vec::new();
+        let s = serve(input.as_bytes(), &mut out, &mut table).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 6, "{out}");
+        assert_eq!(lines[0], "ok");
+        assert!(lines[1].starts_with("error: line 4: "), "{out}");
+        assert!(lines[2].starts_with("error: line 5, column"), "{out}");
+        assert_eq!(lines[3], "ok");
+        assert!(lines[4].starts_with("error: line 7: "), "{out}");
+        assert_eq!(lines[5], "ok bye");
+        assert_eq!(
+            s,
+            Session {
+                applied: 2,
+                refused: 3,
+                quit: true
+            }
+        );
+        assert!(table.is_empty());
     }
 }
