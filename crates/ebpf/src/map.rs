@@ -29,6 +29,9 @@ pub enum MapType {
     LpmTrie,
     /// `BPF_MAP_TYPE_DEVMAP`: `u32` index to `u32` interface index, for XDP redirects.
     DevMap,
+    /// `BPF_MAP_TYPE_CPUMAP`: `u32` CPU number to `struct bpf_cpumap_val` (a `u32` queue
+    /// size, optionally followed by a program), for XDP redirects to another CPU.
+    CpuMap,
     /// `BPF_MAP_TYPE_XSKMAP`: `u32` queue to AF_XDP socket descriptor, for XDP redirects.
     XskMap,
 }
@@ -43,6 +46,7 @@ impl MapType {
             MapType::PercpuArray => 6,
             MapType::LpmTrie => 11,
             MapType::DevMap => 14,
+            MapType::CpuMap => 16,
             MapType::XskMap => 17,
         }
     }

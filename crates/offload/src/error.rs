@@ -44,6 +44,9 @@ pub enum ErrorKind {
     DuplicateId,
     /// No rule with this id is installed.
     UnknownId,
+    /// The kernel refused an operation of the XDP back end (a map update or lookup); the
+    /// message carries the kernel's error.
+    Kernel,
 }
 
 impl OffloadError {

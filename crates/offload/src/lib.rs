@@ -14,7 +14,9 @@
 //! - [`nic`]: [`EmulatedNic`], N RX queues behind a rule table, as a packet source;
 //! - [`text`]: the paper's rules text interface, `+(id,queue,proto,src,sport,dst,dport)` and
 //!   `-(id)`;
-//! - [`ethtool`]: the `ethtool -N`/`-U` commands that install the same rules on a real NIC.
+//! - [`ethtool`]: the `ethtool -N`/`-U` commands that install the same rules on a real NIC;
+//! - [`xdp`]: [`XdpOffload`](xdp::XdpOffload), the same rule tables in eBPF maps read by an
+//!   XDP program, on any Linux interface.
 //!
 //! ```
 //! use netsift_offload::{EmulatedNic, Profile, RuleTable, text};
@@ -44,6 +46,7 @@ pub mod rss;
 pub mod rule;
 pub mod table;
 pub mod text;
+pub mod xdp;
 
 pub use error::{ErrorKind, OffloadError};
 pub use nic::{Delivery, EmulatedNic, NicStats, QueueStats};
