@@ -30,7 +30,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// mimalloc: the compiler and the tree builders allocate many small short-lived objects, which
-/// it serves about twice as fast as glibc's allocator (`netsift bench compile`).
+/// it serves 1.2–2x faster than glibc's allocator (`netsift bench compile`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -910,7 +910,7 @@ impl Compiler<'_> {
         for (r, v) in &drops {
             *by_mask.entry(r.to_match(*v).masks()).or_default() += 1;
         }
-        drops.sort_by_key(|(r, v)| std::cmp::Reverse(by_mask[&r.to_match(*v).masks()]));
+        drops.sort_by_cached_key(|(r, v)| std::cmp::Reverse(by_mask[&r.to_match(*v).masks()]));
         let (mut refused, mut first_refusal) = (0usize, None);
         for (r, vlan) in drops {
             let rule =

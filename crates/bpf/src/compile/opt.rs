@@ -1665,7 +1665,7 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, Com
 /// is tested by one node only — so no path tests a field twice and no fact learned on a path can
 /// decide or prune a later test — and no test is decided by its field's width alone
 /// (`ether[0] > 255`). The many small filters (`ip`, `tcp`, `host X` on raw IP) skip the
-/// analyses then. The testkit's `optimiser_fast_paths` test checks the claim on the corpus.
+/// analyses then. `optimiser_shortcuts_match_the_full_optimiser` (testkit) checks the claim on the corpus.
 fn nothing_to_specialise(g: &Graph) -> bool {
     if g.nodes.len() > 64 {
         return false;
