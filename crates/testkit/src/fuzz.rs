@@ -570,3 +570,92 @@ pub fn iptables_hitables(data: &[u8]) {
         }
     }
 }
+
+/// Parse `data` as a rules-text script (the NIC rules interface): nothing may panic; every
+/// rule the text syntax writes reads back the same; applying the script to tables of every
+/// profile and serving it as a control session answers every command line once.
+pub fn offload_text(data: &[u8]) {
+    use netsift_offload::text::{self, Command};
+    use netsift_offload::{Profile, RuleTable};
+    let Ok(src) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(script) = text::parse(src) {
+        for l in &script.commands {
+            if let Command::Add(rule) = l.command
+                && let Ok(line) = text::format_rule(&rule)
+            {
+                let back = text::parse_line(1, &line).expect("a written rule reads back");
+                assert_eq!(back, Some(Command::Add(rule)), "round trip of {line:?}");
+            }
+        }
+        for profile in [
+            "software",
+            "82599",
+            "82599-fdir-perfect",
+            "ntuple:4",
+            "mlx5",
+        ] {
+            let mut table = RuleTable::for_profile(profile.parse::<Profile>().expect("profile"));
+            let results = script.apply(&mut table);
+            assert_eq!(results.len(), script.commands.len());
+        }
+    }
+    let mut table = RuleTable::new();
+    let mut out = Vec::new();
+    let session = text::serve(src.as_bytes(), &mut out, &mut table).expect("in-memory I/O");
+    let replies = out.iter().filter(|&&b| b == b'\n').count() as u64;
+    assert_eq!(
+        replies,
+        session.applied + session.refused + u64::from(session.quit),
+        "one reply per command"
+    );
+}
+
+/// `data` = a length byte, a filter expression of that length, then an Ethernet frame: the
+/// expression's NIC rules, for every profile, must never drop the frame (or a prefix of it)
+/// when the filter accepts it; nothing may panic.
+pub fn offload_compile(data: &[u8]) {
+    use netsift_offload::compile::{Options, compile};
+    use netsift_offload::{Action, FlowKey, Profile};
+    let Some((&n, rest)) = data.split_first() else {
+        return;
+    };
+    let n = usize::from(n).min(rest.len());
+    let (expr, frame) = rest.split_at(n);
+    let Ok(expr) = std::str::from_utf8(expr) else {
+        return;
+    };
+    let ctx = netsift_lang::Context::new(netsift_wire::LinkType::ETHERNET);
+    let Ok(pred) = netsift_lang::compile(expr, &ctx) else {
+        return;
+    };
+    let Ok(program) = netsift_bpf::compile::compile(&pred, &Default::default()) else {
+        return;
+    };
+    let filter = Filter::new(program, Rules::Libpcap).expect("compiled programs are valid");
+    for profile in [
+        "software",
+        "82599",
+        "82599-fdir-perfect",
+        "ntuple:16",
+        "mlx5",
+    ] {
+        let mut opts = Options::new(profile.parse::<Profile>().expect("profile"));
+        opts.max_terms = 256;
+        let o = compile(&pred, &opts).expect("compiles");
+        for cut in [frame.len(), frame.len() / 2, 34, 14] {
+            let f = &frame[..cut.min(frame.len())];
+            let drop = FlowKey::from_frame(f)
+                .and_then(|k| o.table().lookup(&k).map(|r| r.action == Action::Drop))
+                .unwrap_or(false);
+            if drop {
+                assert_eq!(
+                    filter.run(f, frame.len() as u32),
+                    0,
+                    "{profile}: `{expr}` dropped a frame the filter accepts"
+                );
+            }
+        }
+    }
+}

@@ -277,3 +277,49 @@ fn iptables_hitables_on_a_sample_set_and_mutations() {
         fuzz::iptables_hitables(&input);
     }
 }
+
+#[test]
+fn offload_targets_on_samples_and_mutations() {
+    let mut rng = Rng::new(17);
+    let script = b"# RTC-Mon\n+(1,0,udp,0.0.0.0,0,0.0.0.0,5060)\n+(2,-1,tcp,0.0.0.0,0,0.0.0.0,0)\n+(10,2,udp,10.0.0.1,16384,10.0.0.2,16386)\n+(11,1,any,[2001:db8::1]/64,0,::,53)\n-(10)\nquit\n".to_vec();
+    fuzz::offload_text(&script);
+    for _ in 0..2000 {
+        let mut m = script.clone();
+        let at = rng.below(m.len() as u64) as usize;
+        m[at] = *rng.pick(b"+-(),./:[]0123456789 \nudptcany#q");
+        fuzz::offload_text(&m);
+        fuzz::offload_text(&m[..at]);
+    }
+    let frames: Vec<Vec<u8>> = netsift_capture::generate::mixed_traffic(5, 200)
+        .into_iter()
+        .map(|p| p.data)
+        .collect();
+    let exprs = [
+        "tcp port 80",
+        "not port 53",
+        "ip and not host 10.0.0.1",
+        "udp and (dst port 53 or src net 10.0.0.0/8)",
+        "vlan and tcp",
+        "ip6 and not tcp",
+        "ip[6:2] & 0x1fff != 0 or udp",
+    ];
+    for (i, f) in frames.iter().enumerate() {
+        let e = exprs[i % exprs.len()];
+        let mut input = vec![e.len() as u8];
+        input.extend_from_slice(e.as_bytes());
+        input.extend_from_slice(f);
+        fuzz::offload_compile(&input);
+        let at = 1 + e.len() + rng.below(f.len() as u64) as usize;
+        input[at] = rng.next_u32() as u8;
+        fuzz::offload_compile(&input);
+    }
+    for target in ["offload_text", "offload_compile"] {
+        for input in stored_inputs(target) {
+            if target == "offload_text" {
+                fuzz::offload_text(&input);
+            } else {
+                fuzz::offload_compile(&input);
+            }
+        }
+    }
+}

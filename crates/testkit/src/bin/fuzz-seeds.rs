@@ -154,5 +154,31 @@ fn main() {
             &fs::read(e.path()).unwrap_or_default(),
         );
     }
+    // NIC rules: expressions with a frame each, and rules-text scripts.
+    for (i, e) in exprs
+        .iter()
+        .filter(|e| e.len() < 256)
+        .enumerate()
+        .step_by(4)
+    {
+        let mut input = vec![e.len() as u8];
+        input.extend_from_slice(e.as_bytes());
+        input.extend_from_slice(
+            &packets
+                .get(i % packets.len().max(1))
+                .cloned()
+                .unwrap_or_default(),
+        );
+        write(dir, "offload_compile", &format!("seed-{i}"), &input);
+    }
+    for (i, script) in [
+        "# RTC-Mon\n+(1,0,udp,0.0.0.0,0,0.0.0.0,5060)\n+(2,-1,tcp,0.0.0.0,0,0.0.0.0,0)\n+(10,2,udp,10.0.0.1,16384,10.0.0.2,16386)\n-(10)\n",
+        "+(1,-1,tcp,192.168.0.10,25,0.0.0.0,0)\n+(2,3,17,[2001:db8::1],53,::,0)\n+(3,1,any,10.0.0.0/8,0,0.0.0.0,80)\n-(1)\nquit\n",
+    ]
+    .iter()
+    .enumerate()
+    {
+        write(dir, "offload_text", &format!("seed-{i}"), script.as_bytes());
+    }
     println!("fuzz seeds written to {}", dir.display());
 }
