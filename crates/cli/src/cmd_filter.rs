@@ -112,11 +112,11 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     if args.engine == program::EngineArg::Ebpf
         && let Runner::Bpf(f) = filter
     {
-        // The interpreter (`f`, built with `Engine::Bpf`) runs the packets the kernel's test
-        // run does not take.
+        // The kernel filter runs in its interpreter the packets the kernel's test run does not
+        // take.
         let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
         let classic = f.program().clone();
-        filter = Runner::Ebpf(Box::new(kernel::TestRunner::new(&classic, lt, f)?));
+        filter = Runner::Ebpf(Box::new(kernel::TestRunner::new(&classic, lt)?));
     }
     let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
     let precision = match reader.format() {

@@ -41,6 +41,7 @@ mod error;
 mod insn;
 mod map;
 mod prog;
+mod runner;
 /// Swift in the kernel: a Swift filter kept in eBPF maps, evaluated by one XDP or SCHED_CLS
 /// program; adding or removing a pass is a map write, never a reload.
 pub mod swift;
@@ -57,3 +58,4 @@ pub use prog::{
     LoadOptions, LoadedProgram, ProgType, Program, SkbContext, TestRun, TestRunOutput, tc_act,
     xdp_action,
 };
+pub use runner::{Fallback, KernelFilter};
