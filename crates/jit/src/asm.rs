@@ -2,24 +2,46 @@
 //!
 //! Every method appends one instruction to the buffer. Register numbers are the hardware ones
 //! (`RAX` = 0 … `R15` = 15); a REX prefix is added when an operand needs it.
+//!
+//! The module is public so that other native back ends (`netsift-fpl`) reuse this encoder rather
+//! than growing a second one; it is an implementation detail of netsift, not a stable API. Methods
+//! do not validate their operands beyond what their docs state (e.g. `load_idx` needs a base that
+//! is not `rbp`/`r13`).
 
-pub(crate) const RAX: u8 = 0;
-pub(crate) const RCX: u8 = 1;
-pub(crate) const RDX: u8 = 2;
-pub(crate) const RBX: u8 = 3;
-pub(crate) const RSP: u8 = 4;
-pub(crate) const RSI: u8 = 6;
-pub(crate) const RDI: u8 = 7;
-pub(crate) const R8: u8 = 8;
-pub(crate) const R9: u8 = 9;
-pub(crate) const R10: u8 = 10;
-pub(crate) const R11: u8 = 11;
-pub(crate) const R12: u8 = 12;
-pub(crate) const R13: u8 = 13;
+/// Register `rax`.
+pub const RAX: u8 = 0;
+/// Register `rcx`.
+pub const RCX: u8 = 1;
+/// Register `rdx`.
+pub const RDX: u8 = 2;
+/// Register `rbx`.
+pub const RBX: u8 = 3;
+/// Register `rsp`.
+pub const RSP: u8 = 4;
+/// Register `rsi`.
+pub const RSI: u8 = 6;
+/// Register `rdi`.
+pub const RDI: u8 = 7;
+/// Register `r8`.
+pub const R8: u8 = 8;
+/// Register `r9`.
+pub const R9: u8 = 9;
+/// Register `r10`.
+pub const R10: u8 = 10;
+/// Register `r11`.
+pub const R11: u8 = 11;
+/// Register `r12`.
+pub const R12: u8 = 12;
+/// Register `r13`.
+pub const R13: u8 = 13;
+/// Register `r14`.
+pub const R14: u8 = 14;
+/// Register `r15`.
+pub const R15: u8 = 15;
 
 /// Condition codes (the low nibble of `Jcc`/`CMOVcc`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Cc {
+pub enum Cc {
     /// Unsigned below.
     B = 2,
     /// Unsigned above or equal.
@@ -35,7 +57,9 @@ pub(crate) enum Cc {
 }
 
 impl Cc {
-    pub(crate) fn not(self) -> Cc {
+    /// The opposite condition.
+    #[allow(clippy::should_implement_trait)]
+    pub fn not(self) -> Cc {
         match self {
             Cc::B => Cc::Ae,
             Cc::Ae => Cc::B,
@@ -49,12 +73,18 @@ impl Cc {
 
 /// ALU operations with their `81 /ext` extension and `op r/m, r` opcode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Alu {
+pub enum Alu {
+    /// `add`.
     Add,
+    /// `or`.
     Or,
+    /// `and`.
     And,
+    /// `sub`.
     Sub,
+    /// `xor`.
     Xor,
+    /// `cmp`.
     Cmp,
 }
 
@@ -84,13 +114,20 @@ impl Alu {
 
 /// The code buffer.
 #[derive(Default)]
-pub(crate) struct Asm {
-    pub(crate) buf: Vec<u8>,
+pub struct Asm {
+    /// The machine code emitted so far.
+    pub buf: Vec<u8>,
 }
 
 impl Asm {
-    pub(crate) fn len(&self) -> usize {
+    /// Bytes emitted so far.
+    pub fn len(&self) -> usize {
         self.buf.len()
+    }
+
+    /// Whether nothing has been emitted.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
     }
 
     fn byte(&mut self, b: u8) {
@@ -148,7 +185,7 @@ impl Asm {
     }
 
     /// `mov r32, imm32`.
-    pub(crate) fn mov_ri(&mut self, r: u8, v: u32) {
+    pub fn mov_ri(&mut self, r: u8, v: u32) {
         if v == 0 {
             self.alu_rr(Alu::Xor, r, r);
             return;
@@ -159,17 +196,17 @@ impl Asm {
     }
 
     /// `mov dst32, src32`.
-    pub(crate) fn mov_rr(&mut self, dst: u8, src: u8) {
+    pub fn mov_rr(&mut self, dst: u8, src: u8) {
         self.rr(false, &[0x89], src, dst);
     }
 
     /// `op dst32, src32`.
-    pub(crate) fn alu_rr(&mut self, op: Alu, dst: u8, src: u8) {
+    pub fn alu_rr(&mut self, op: Alu, dst: u8, src: u8) {
         self.rr(false, &[op.rm_r()], src, dst);
     }
 
     /// `op r32, imm32`.
-    pub(crate) fn alu_ri(&mut self, op: Alu, r: u8, v: u32) {
+    pub fn alu_ri(&mut self, op: Alu, r: u8, v: u32) {
         if v as i32 >= -128 && (v as i32) < 128 {
             self.rex(false, 0, 0, r);
             self.byte(0x83);
@@ -184,7 +221,7 @@ impl Asm {
     }
 
     /// `op r64, imm32` (sign-extended; callers keep the value below 2^31).
-    pub(crate) fn alu64_ri(&mut self, op: Alu, r: u8, v: u32) {
+    pub fn alu64_ri(&mut self, op: Alu, r: u8, v: u32) {
         debug_assert!(v < 1 << 31);
         self.rex(true, 0, 0, r);
         if v < 128 {
@@ -199,12 +236,12 @@ impl Asm {
     }
 
     /// `op dst64, src64`.
-    pub(crate) fn alu64_rr(&mut self, op: Alu, dst: u8, src: u8) {
+    pub fn alu64_rr(&mut self, op: Alu, dst: u8, src: u8) {
         self.rr(true, &[op.rm_r()], src, dst);
     }
 
     /// `test r32, imm32`.
-    pub(crate) fn test_ri(&mut self, r: u8, v: u32) {
+    pub fn test_ri(&mut self, r: u8, v: u32) {
         self.rex(false, 0, 0, r);
         self.byte(0xf7);
         self.modrm(3, 0, r);
@@ -212,17 +249,17 @@ impl Asm {
     }
 
     /// `test a32, b32`.
-    pub(crate) fn test_rr(&mut self, a: u8, b: u8) {
+    pub fn test_rr(&mut self, a: u8, b: u8) {
         self.rr(false, &[0x85], b, a);
     }
 
     /// `imul dst32, src32`.
-    pub(crate) fn imul_rr(&mut self, dst: u8, src: u8) {
+    pub fn imul_rr(&mut self, dst: u8, src: u8) {
         self.rr(false, &[0x0f, 0xaf], dst, src);
     }
 
     /// `imul dst32, src32, imm32`.
-    pub(crate) fn imul_rri(&mut self, dst: u8, src: u8, v: u32) {
+    pub fn imul_rri(&mut self, dst: u8, src: u8, v: u32) {
         self.rex(false, dst, 0, src);
         self.byte(0x69);
         self.modrm(3, dst, src);
@@ -230,7 +267,7 @@ impl Asm {
     }
 
     /// `shl r32, n` (`left`) or `shr r32, n`.
-    pub(crate) fn shift_ri(&mut self, left: bool, r: u8, n: u8) {
+    pub fn shift_ri(&mut self, left: bool, r: u8, n: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0xc1);
         self.modrm(3, if left { 4 } else { 5 }, r);
@@ -238,45 +275,45 @@ impl Asm {
     }
 
     /// `shl r32, cl` (`left`) or `shr r32, cl`.
-    pub(crate) fn shift_rcl(&mut self, left: bool, r: u8) {
+    pub fn shift_rcl(&mut self, left: bool, r: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0xd3);
         self.modrm(3, if left { 4 } else { 5 }, r);
     }
 
     /// `neg r32`.
-    pub(crate) fn neg(&mut self, r: u8) {
+    pub fn neg(&mut self, r: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0xf7);
         self.modrm(3, 3, r);
     }
 
     /// `div r32` (edx:eax / r).
-    pub(crate) fn div(&mut self, r: u8) {
+    pub fn div(&mut self, r: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0xf7);
         self.modrm(3, 6, r);
     }
 
     /// `bswap r32`.
-    pub(crate) fn bswap(&mut self, r: u8) {
+    pub fn bswap(&mut self, r: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0x0f);
         self.byte(0xc8 + (r & 7));
     }
 
     /// `rol ax, 8`: swaps the two low bytes of eax.
-    pub(crate) fn rol_ax_8(&mut self) {
+    pub fn rol_ax_8(&mut self) {
         self.buf.extend_from_slice(&[0x66, 0xc1, 0xc0, 0x08]);
     }
 
     /// `cmovCC dst32, src32`.
-    pub(crate) fn cmov(&mut self, cc: Cc, dst: u8, src: u8) {
+    pub fn cmov(&mut self, cc: Cc, dst: u8, src: u8) {
         self.rr(false, &[0x0f, 0x40 + cc as u8], dst, src);
     }
 
     /// `mov r32, [base + disp]`, `movzx r32, word [..]` (size 2) or `movzx r32, byte [..]`.
-    pub(crate) fn load(&mut self, size: u8, dst: u8, base: u8, disp: i32) {
+    pub fn load(&mut self, size: u8, dst: u8, base: u8, disp: i32) {
         match size {
             4 => self.rm(false, &[0x8b], dst, base, disp),
             2 => self.rm(false, &[0x0f, 0xb7], dst, base, disp),
@@ -285,7 +322,7 @@ impl Asm {
     }
 
     /// As [`Asm::load`] with `[base + index]`.
-    pub(crate) fn load_idx(&mut self, size: u8, dst: u8, base: u8, index: u8) {
+    pub fn load_idx(&mut self, size: u8, dst: u8, base: u8, index: u8) {
         match size {
             4 => self.rmi(false, &[0x8b], dst, base, index),
             2 => self.rmi(false, &[0x0f, 0xb7], dst, base, index),
@@ -294,22 +331,22 @@ impl Asm {
     }
 
     /// `mov [base + disp], src32`.
-    pub(crate) fn store(&mut self, base: u8, disp: i32, src: u8) {
+    pub fn store(&mut self, base: u8, disp: i32, src: u8) {
         self.rm(false, &[0x89], src, base, disp);
     }
 
     /// `mov [base + disp], src64`.
-    pub(crate) fn store64(&mut self, base: u8, disp: i32, src: u8) {
+    pub fn store64(&mut self, base: u8, disp: i32, src: u8) {
         self.rm(true, &[0x89], src, base, disp);
     }
 
     /// `lea dst64, [base + disp]`.
-    pub(crate) fn lea(&mut self, dst: u8, base: u8, disp: i32) {
+    pub fn lea(&mut self, dst: u8, base: u8, disp: i32) {
         self.rm(true, &[0x8d], dst, base, disp);
     }
 
     /// `mov r32, [base + index + disp]`, or `movzx` for sizes 2 and 1 (base not rbp/r13).
-    pub(crate) fn load_idx_disp(&mut self, size: u8, dst: u8, base: u8, index: u8, disp: i32) {
+    pub fn load_idx_disp(&mut self, size: u8, dst: u8, base: u8, index: u8, disp: i32) {
         let op: &[u8] = match size {
             4 => &[0x8b],
             2 => &[0x0f, 0xb7],
@@ -328,22 +365,22 @@ impl Asm {
     }
 
     /// `mov r64, [base + disp]`.
-    pub(crate) fn load64(&mut self, dst: u8, base: u8, disp: i32) {
+    pub fn load64(&mut self, dst: u8, base: u8, disp: i32) {
         self.rm(true, &[0x8b], dst, base, disp);
     }
 
     /// `mov dst64, src64`.
-    pub(crate) fn mov64_rr(&mut self, dst: u8, src: u8) {
+    pub fn mov64_rr(&mut self, dst: u8, src: u8) {
         self.rr(true, &[0x89], src, dst);
     }
 
     /// `test a64, b64`.
-    pub(crate) fn test64_rr(&mut self, a: u8, b: u8) {
+    pub fn test64_rr(&mut self, a: u8, b: u8) {
         self.rr(true, &[0x85], b, a);
     }
 
     /// `lea dst64, [rip + rel32]` with a zero displacement; returns the displacement's offset.
-    pub(crate) fn lea_rip(&mut self, dst: u8) -> usize {
+    pub fn lea_rip(&mut self, dst: u8) -> usize {
         self.rex(true, dst, 0, 0);
         self.byte(0x8d);
         self.modrm(0, dst, 5);
@@ -353,29 +390,29 @@ impl Asm {
     }
 
     /// `cmp dword [base + disp], r32`.
-    pub(crate) fn cmp_mr(&mut self, base: u8, disp: i32, r: u8) {
+    pub fn cmp_mr(&mut self, base: u8, disp: i32, r: u8) {
         self.rm(false, &[0x39], r, base, disp);
     }
 
     /// `cmovCC dst64, src64`.
-    pub(crate) fn cmov64(&mut self, cc: Cc, dst: u8, src: u8) {
+    pub fn cmov64(&mut self, cc: Cc, dst: u8, src: u8) {
         self.rr(true, &[0x0f, 0x40 + cc as u8], dst, src);
     }
 
     /// `push r64`.
-    pub(crate) fn push(&mut self, r: u8) {
+    pub fn push(&mut self, r: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0x50 + (r & 7));
     }
 
     /// `pop r64`.
-    pub(crate) fn pop(&mut self, r: u8) {
+    pub fn pop(&mut self, r: u8) {
         self.rex(false, 0, 0, r);
         self.byte(0x58 + (r & 7));
     }
 
     /// `call rel32` with a zero displacement; returns the offset of the displacement.
-    pub(crate) fn call(&mut self) -> usize {
+    pub fn call(&mut self) -> usize {
         self.byte(0xe8);
         let at = self.len();
         self.imm32(0);
@@ -383,7 +420,7 @@ impl Asm {
     }
 
     /// `add r64, imm8` / `sub` (small constants).
-    pub(crate) fn add64_i8(&mut self, r: u8, v: i8) {
+    pub fn add64_i8(&mut self, r: u8, v: i8) {
         self.rex(true, 0, 0, r);
         self.byte(0x83);
         self.modrm(3, 0, r);
@@ -391,7 +428,7 @@ impl Asm {
     }
 
     /// `jcc rel32` with a zero displacement; returns the offset of the displacement to patch.
-    pub(crate) fn jcc(&mut self, cc: Cc) -> usize {
+    pub fn jcc(&mut self, cc: Cc) -> usize {
         self.byte(0x0f);
         self.byte(0x80 + cc as u8);
         let at = self.len();
@@ -400,7 +437,7 @@ impl Asm {
     }
 
     /// `jmp rel32` with a zero displacement; returns the offset of the displacement.
-    pub(crate) fn jmp(&mut self) -> usize {
+    pub fn jmp(&mut self) -> usize {
         self.byte(0xe9);
         let at = self.len();
         self.imm32(0);
@@ -408,13 +445,72 @@ impl Asm {
     }
 
     /// Points the rel32 at `at` to `target`.
-    pub(crate) fn patch(&mut self, at: usize, target: usize) {
+    pub fn patch(&mut self, at: usize, target: usize) {
         let rel = target as i64 - (at as i64 + 4);
         self.buf[at..at + 4].copy_from_slice(&(rel as i32).to_le_bytes());
     }
 
+    /// `mov r64, imm64` (`mov r32, imm32` when the value fits 32 bits unsigned).
+    pub fn mov64_ri(&mut self, r: u8, v: u64) {
+        if v <= u64::from(u32::MAX) {
+            self.mov_ri(r, v as u32);
+            return;
+        }
+        self.rex(true, 0, 0, r);
+        self.byte(0xb8 + (r & 7));
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// `imul dst64, src64`.
+    pub fn imul64_rr(&mut self, dst: u8, src: u8) {
+        self.rr(true, &[0x0f, 0xaf], dst, src);
+    }
+
+    /// `div r64` (rdx:rax / r, unsigned).
+    pub fn div64(&mut self, r: u8) {
+        self.rex(true, 0, 0, r);
+        self.byte(0xf7);
+        self.modrm(3, 6, r);
+    }
+
+    /// `shl r64, cl` (`left`) or `shr r64, cl`.
+    pub fn shift64_rcl(&mut self, left: bool, r: u8) {
+        self.rex(true, 0, 0, r);
+        self.byte(0xd3);
+        self.modrm(3, if left { 4 } else { 5 }, r);
+    }
+
+    /// `shl r64, n` (`left`) or `shr r64, n`.
+    pub fn shift64_ri(&mut self, left: bool, r: u8, n: u8) {
+        self.rex(true, 0, 0, r);
+        self.byte(0xc1);
+        self.modrm(3, if left { 4 } else { 5 }, r);
+        self.byte(n);
+    }
+
+    /// `neg r64`.
+    pub fn neg64(&mut self, r: u8) {
+        self.rex(true, 0, 0, r);
+        self.byte(0xf7);
+        self.modrm(3, 3, r);
+    }
+
+    /// `not r64`.
+    pub fn not64(&mut self, r: u8) {
+        self.rex(true, 0, 0, r);
+        self.byte(0xf7);
+        self.modrm(3, 2, r);
+    }
+
+    /// `call r64` (an absolute target in a register).
+    pub fn call_r(&mut self, r: u8) {
+        self.rex(false, 0, 0, r);
+        self.byte(0xff);
+        self.modrm(3, 2, r);
+    }
+
     /// `ret`.
-    pub(crate) fn ret(&mut self) {
+    pub fn ret(&mut self) {
         self.byte(0xc3);
     }
 }

@@ -29,7 +29,7 @@
 #![deny(missing_docs)]
 
 #[cfg(target_arch = "x86_64")]
-mod asm;
+pub mod asm;
 #[cfg(target_arch = "x86_64")]
 mod codegen;
 
@@ -272,12 +272,18 @@ impl JitFilter {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod exec {
-    //! Executable memory: mapped read-write, filled, then made read-execute.
+pub mod exec {
+    //! Executable memory: mapped read-write, filled, then made read-execute. Public for other
+    //! native back ends (`netsift-fpl`).
+    //!
+    //! [`ExecMem::new`] copies finished machine code into a fresh anonymous mapping, pads the
+    //! last page with `int3` and switches it to read-execute; the mapping is never writable and
+    //! executable at once, and is unmapped on drop.
 
     use crate::{JitError, JitErrorKind};
 
-    pub(crate) struct ExecMem {
+    /// A read-execute mapping holding machine code.
+    pub struct ExecMem {
         ptr: *mut u8,
         len: usize,
         code_len: usize,
@@ -290,7 +296,8 @@ mod exec {
     unsafe impl Sync for ExecMem {}
 
     impl ExecMem {
-        pub(crate) fn new(code: &[u8]) -> Result<ExecMem, JitError> {
+        /// Maps `code` read-execute (errors of kind [`JitErrorKind::Memory`]).
+        pub fn new(code: &[u8]) -> Result<ExecMem, JitError> {
             let page = 4096;
             let len = code.len().div_ceil(page).max(1) * page;
             // SAFETY: a fresh private anonymous mapping, not aliased by anything.
@@ -336,15 +343,18 @@ mod exec {
             })
         }
 
-        pub(crate) fn ptr(&self) -> *const u8 {
+        /// The first byte of the code.
+        pub fn ptr(&self) -> *const u8 {
             self.ptr
         }
 
-        pub(crate) fn code_len(&self) -> usize {
+        /// Bytes of code (without the padding).
+        pub fn code_len(&self) -> usize {
             self.code_len
         }
 
-        pub(crate) fn bytes(&self) -> &[u8] {
+        /// The code.
+        pub fn bytes(&self) -> &[u8] {
             // SAFETY: the first `code_len` bytes of the live, readable mapping.
             unsafe { std::slice::from_raw_parts(self.ptr, self.code_len) }
         }
