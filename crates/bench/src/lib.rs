@@ -12,6 +12,7 @@
 //! - [`update`]: Swift's update latency against recompiling (the Swift paper's Figs. 5-6).
 //! - [`handwritten`]: the Swift paper's Table 5 filters written by hand (the JIT's target).
 //! - [`capture`], [`netns`]: live capture on a veth pair against tcpdump.
+//! - [`flow`]: FFPF flows with shared prefixes against N libpcap-style readers.
 //! - [`ebpf`]: filters in the kernel: per-packet time under `BPF_PROG_TEST_RUN` and Swift
 //!   updates through maps against reloading.
 //! - [`hitables`]: HiTables rule sets in the kernel (iptables-nft and nft in a namespace): the
@@ -24,6 +25,8 @@ pub mod capture;
 pub mod classify;
 #[cfg(target_os = "linux")]
 pub mod ebpf;
+pub mod flow;
+pub mod fpl;
 pub mod ftpcap;
 pub mod handwritten;
 #[cfg(target_os = "linux")]

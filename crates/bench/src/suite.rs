@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 10] = [
+pub const SUITES: [(&str, &str); 12] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -55,10 +55,20 @@ pub const SUITES: [(&str, &str); 10] = [
          10, 100, 1,000 data connections; needs root",
     ),
     (
+        "fpl",
+        "FPL: the FFPF paper's Fig. 6 as native code and interpreted against hand-written Rust",
+    ),
+    (
         "offload",
         "hardware-assisted filtering on the emulated NIC: Deri et al. Table 1 (capture rate and \
          CPU load per frame size, software against hardware filter, with the XDP drop cost as \
          root) and rule install/remove latency at 1, 1,000 and 30,000 rules",
+    ),
+    (
+        "flow",
+        "FFPF flows: N = 1, 2, 4, 8 flows sharing a `tcp` prefix against N libpcap-style readers \
+         (own filter and copy each; libpcap, interpreter, JIT); CPU ns/packet, slope per flow; \
+         single-flow Mpps",
     ),
 ];
 
@@ -117,8 +127,10 @@ pub fn run(name: &str) -> Result<String, String> {
         }
         #[cfg(target_os = "linux")]
         "ebpf" => crate::ebpf::suite(&crate::ebpf::Config::default()),
+        "fpl" => crate::fpl::suite(),
         #[cfg(target_os = "linux")]
         "offload" => crate::offload::suite(),
+        "flow" => crate::flow::suite(&crate::flow::Config::default()),
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
             SUITES.map(|(n, _)| n).join(", ")

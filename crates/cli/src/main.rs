@@ -11,6 +11,8 @@ mod cmd_classify;
 mod cmd_compile;
 mod cmd_demo;
 mod cmd_filter;
+mod cmd_flow;
+mod cmd_fpl;
 mod cmd_ftpcap;
 mod cmd_gen;
 mod cmd_hitables;
@@ -50,6 +52,11 @@ enum Command {
     Filter(cmd_filter::Args),
     /// Capture packets from an interface (or read a file) through a filter, like tcpdump.
     Capture(cmd_capture::Args),
+    /// Run FFPF flows: graphs of filters in several languages with shared prefixes and buffers
+    /// (`(device,eth0) -> (bpf,"tcp") -> (bytecount,,8)`).
+    Flow(cmd_flow::Args),
+    /// Check an FPL program (the FFPF packet language) or run it over a capture.
+    Fpl(cmd_fpl::Args),
     /// Make test traffic (a synthetic mix, the FTP workload, a capture file): write it to a file
     /// or send it onto an interface.
     Gen(cmd_gen::Args),
@@ -77,6 +84,8 @@ fn main() -> ExitCode {
         Command::Filter(args) => cmd_filter::run(args),
         Command::Capture(args) => cmd_capture::run(args),
         Command::Gen(args) => cmd_gen::run(args),
+        Command::Flow(args) => cmd_flow::run(args),
+        Command::Fpl(args) => cmd_fpl::run(args),
         Command::Ftpcap(args) => cmd_ftpcap::run(args),
         Command::Classify(args) => cmd_classify::run(args),
         Command::Hitables(args) => cmd_hitables::run(args),

@@ -854,3 +854,95 @@ fn offload_applies_rules_text_from_a_file_and_a_control_socket() {
     assert_eq!(stdout(&o).trim(), "rule 7: ip4 proto 6 dport 22 -> drop");
     assert!(!sock.exists(), "the socket was not removed");
 }
+
+#[test]
+fn flow_counts_match_the_filter_command_and_writes_dot() {
+    let cap = sample();
+    let cap = cap.to_str().unwrap();
+    let count = |expr: &str| -> usize {
+        let o = netsift(&["filter", "-r", cap, "--verdicts", expr]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o).lines().filter(|l| !l.ends_with(" 0")).count()
+    };
+    let (tcp, udp) = (count("tcp"), count("udp"));
+    let dot = tmp("flows.dot");
+    let o = netsift(&[
+        "flow",
+        "-r",
+        cap,
+        "--stats",
+        "--dot",
+        dot.to_str().unwrap(),
+        r#"(device,eth0) -> (bpf,"tcp") -> (packetcount,,8)"#,
+        r#"(device,eth0) -> (bpf,"tcp") -> (bpf,"tcp") ; (device,eth0) -> (jit,"udp") -> (packetcount,,8)"#,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!("filter 2 packetcount#2: {tcp} packets")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("  delivered {udp} packets")), "{out}");
+    // One device and one `bpf "tcp"` instance serve the first two flows.
+    assert!(out.contains("bpf#1(tcp) upstream [0]: seen"), "{out}");
+    assert!(out.contains("used by 3 flow(s)"), "{out}");
+    let d = std::fs::read_to_string(&dot).unwrap();
+    assert!(d.starts_with("digraph ffpf"), "{d}");
+    assert!(
+        d.contains("flow1 -> n1") && d.contains("flow2 -> n1"),
+        "{d}"
+    );
+    // Classes are listed; errors point at the token.
+    let o = netsift(&["flow", "--list-classes"]);
+    assert!(stdout(&o).contains("strsearch"));
+    let o = netsift(&["flow", "-r", cap, r#"(bpf,"tcp") -> (packetcount,,4)"#]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("needs an MBuf of at least 8 bytes"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains('^'));
+}
+
+#[test]
+fn fpl_check_and_run() {
+    let fig6 = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fpl/examples/fig6.fpl");
+    let o = netsift(&["fpl", "check", fig6.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("max operations per packet"),
+        "{}",
+        stdout(&o)
+    );
+    let cap = sample();
+    let runs: Vec<String> = [&[][..], &["--interp"][..]]
+        .iter()
+        .map(|extra| {
+            let mut a = vec![
+                "fpl",
+                "run",
+                fig6.to_str().unwrap(),
+                "-r",
+                cap.to_str().unwrap(),
+            ];
+            a.extend_from_slice(extra);
+            let o = netsift(&a);
+            assert!(o.status.success(), "{}", stderr(&o));
+            stdout(&o).lines().skip(1).collect::<Vec<_>>().join("\n")
+        })
+        .collect();
+    // Native code and the interpreter leave the same registers and memory.
+    assert_eq!(runs[0], runs[1]);
+    assert!(runs[0].contains("MEM["), "{}", runs[0]);
+    let bad = tmp("bad.fpl");
+    std::fs::write(&bad, "FOR (R[0]=0; R[0] < R[1]; R[0]++) ROF").unwrap();
+    let o = netsift(&["fpl", "check", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no compile-time bound"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains('^'));
+}

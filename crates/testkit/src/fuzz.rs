@@ -659,3 +659,32 @@ pub fn offload_compile(data: &[u8]) {
         }
     }
 }
+
+/// Compile `data` as an FPL program (16-word MBuf): the parser and checker never panic; a
+/// program they accept runs natively and interpreted on the sample packets (twice, keeping
+/// registers and memory) with the same results, registers and memory.
+pub fn fpl_compile(data: &[u8]) {
+    use netsift_fpl::{NREGS, Program, Registry};
+    let Ok(src) = std::str::from_utf8(data) else {
+        return;
+    };
+    if src.len() > 4096 {
+        return;
+    }
+    let Ok(program) = Program::compile(src, &Registry::standard(), 16) else {
+        return;
+    };
+    let _ = program.report().to_string();
+    let native = program.native().expect("a checked program has native code");
+    let (mut m1, mut m2) = (vec![0u64; 16], vec![0u64; 16]);
+    let (mut r1, mut r2) = ([0u64; NREGS], [0u64; NREGS]);
+    for _ in 0..2 {
+        for p in sample_packets() {
+            let a = program.run_interp(&p, p.len() as u32, &mut m1, &mut r1);
+            let b = native.run(&p, p.len() as u32, &mut m2, &mut r2);
+            assert_eq!(a, b, "result of {src:?}");
+            assert_eq!(r1, r2, "registers of {src:?}");
+            assert_eq!(m1, m2, "memory of {src:?}");
+        }
+    }
+}

@@ -323,3 +323,28 @@ fn offload_targets_on_samples_and_mutations() {
         }
     }
 }
+
+#[test]
+fn fpl_compile_on_programs_and_mutations() {
+    let mut rng = Rng::new(23);
+    let programs = [
+        include_str!("../../fpl/examples/fig6.fpl"),
+        include_str!("../../fpl/examples/fig7.fpl"),
+        "IF (PKT.IP_PROTO == PROTO_UDP) THEN MEM[0]++; RETURN(1); FI",
+        "FOR (R[1] = 0; R[1] < 8; R[1]++) MEM[R[1]] = PKT.B[R[1]]; ROF RETURN (MEM[3] ^ PKT.W[12]);",
+    ];
+    for p in programs {
+        let bytes = p.as_bytes().to_vec();
+        fuzz::fpl_compile(&bytes);
+        for _ in 0..300 {
+            let mut m = bytes.clone();
+            let at = rng.below(m.len() as u64) as usize;
+            m[at] = *rng.pick(b"()[];=+-*/%&|^<>!0123456789 RMEPKTBWIFHNLSOAX.\n");
+            fuzz::fpl_compile(&m);
+            fuzz::fpl_compile(&m[..at]);
+        }
+    }
+    for input in stored_inputs("fpl_compile") {
+        fuzz::fpl_compile(&input);
+    }
+}

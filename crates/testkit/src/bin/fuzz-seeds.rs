@@ -42,6 +42,15 @@ fn encode(program: &Program, packet: &[u8]) -> Vec<u8> {
     out
 }
 
+/// FPL programs: the paper's figures and small ones touching each construct.
+const FPL_SEEDS: &[&str] = &[
+    include_str!("../../../fpl/examples/fig6.fpl"),
+    include_str!("../../../fpl/examples/fig7.fpl"),
+    "IF (PKT.IP_PROTO == PROTO_UDP) THEN MEM[0]++; RETURN(1); FI",
+    "FOR (R[1] = 0; R[1] < 8; R[1]++) MEM[R[1]] = PKT.B[R[1]]; IF (R[1] == 5) THEN BREAK; FI ROF RETURN (MEM[3] ^ PKT.W[12]);",
+    "R[2] = HASH(26, 8, 16); MEM[R[2]] += PKT.TCP_DPORT; RETURN (R[2] << 3 | PKT.B[14].U4[1]);",
+];
+
 fn main() {
     let Some(dir) = std::env::args().nth(1) else {
         eprintln!("usage: fuzz-seeds DIR");
@@ -179,6 +188,9 @@ fn main() {
     .enumerate()
     {
         write(dir, "offload_text", &format!("seed-{i}"), script.as_bytes());
+    }
+    for (i, prog) in FPL_SEEDS.iter().enumerate() {
+        write(dir, "fpl_compile", &format!("seed-{i}"), prog.as_bytes());
     }
     println!("fuzz seeds written to {}", dir.display());
 }

@@ -1,0 +1,311 @@
+//! `netsift flow`: FFPF flows from the command line (the paper's `ffpf-flow`). Each GRAPH
+//! argument is one or more flows (`;` between flows); every flow gets a reader thread that
+//! drains its buffer; at the end each flow's deliveries and its filters' MBuf summaries are
+//! printed. `--dot` writes the instantiated graph (flows, shared instances, classes).
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use netsift_graph::buffer::Preference;
+use netsift_graph::lang::FilterSpec;
+use netsift_graph::policy::Policy;
+use netsift_graph::{Arg, FilterClass, FlowOptions, Instance, Registry, Runtime};
+
+use crate::signals;
+
+/// Flags of `netsift flow`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Read packets from this capture: every `(device,X)` source reads it instead of interface
+    /// X (as `tcpdump -r`), and a flow without a source starts from it.
+    #[arg(
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        conflicts_with = "interface"
+    )]
+    read: Option<PathBuf>,
+    /// A flow without a source starts from `(device,IFACE)`.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    interface: Option<String>,
+    /// Stop after this many packets from the sources.
+    #[arg(short = 'c', value_name = "N")]
+    count: Option<u64>,
+    /// Print every filter instance: its class, arguments, packets seen and passed, the flows
+    /// using it.
+    #[arg(long)]
+    stats: bool,
+    /// Write the instantiated graph as Graphviz to OUT (and OUT.svg when `dot` is installed).
+    #[arg(long, value_name = "OUT")]
+    dot: Option<PathBuf>,
+    /// List the filter classes and their arguments, then exit.
+    #[arg(long)]
+    list_classes: bool,
+    /// The authorisation policy (default: everything allowed).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// The user the policy sees (default: $USER).
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+    /// Fast-reader preference: the writer never waits and overwrites what slow readers have
+    /// not read (default: slow-reader preference, drops counted).
+    #[arg(long)]
+    frp: bool,
+    /// PBuf slots per flow group.
+    #[arg(long, default_value_t = 8192, value_name = "N")]
+    slots: u32,
+    /// The flows, in the graph language: `(device,eth0) -> (bpf,"tcp") -> (packetcount,,8)`.
+    #[arg(value_name = "GRAPH")]
+    graphs: Vec<String>,
+}
+
+/// `(device,X)` reading a capture file instead of interface X.
+struct DeviceFromFile {
+    file: Arc<dyn FilterClass>,
+    path: String,
+}
+
+impl FilterClass for DeviceFromFile {
+    fn name(&self) -> &'static str {
+        "device"
+    }
+
+    fn about(&self) -> &'static str {
+        "a network interface (here: the capture given with -r)"
+    }
+
+    fn usage(&self) -> &'static str {
+        "IFACE"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+
+    fn instantiate(
+        &self,
+        _args: &[Arg],
+        ctx: &netsift_graph::class::Context,
+    ) -> Result<Instance, String> {
+        self.file.instantiate(
+            &[Arg {
+                text: self.path.clone(),
+                quoted: true,
+            }],
+            ctx,
+        )
+    }
+}
+
+fn list_classes(reg: &Registry) -> String {
+    let mut out = String::new();
+    for c in reg.iter() {
+        let _ = writeln!(
+            out,
+            "{:<12} ({}, {}){}\n             {}",
+            c.name(),
+            c.name(),
+            c.usage(),
+            if c.is_source() { "  [source]" } else { "" },
+            c.about()
+        );
+    }
+    out
+}
+
+fn source_spec(class: &str, arg: &str, quoted: bool) -> FilterSpec {
+    let span = netsift_graph::lang::Span::new(0, 0);
+    FilterSpec {
+        class: class.into(),
+        class_span: span,
+        args: vec![(
+            Arg {
+                text: arg.into(),
+                quoted,
+            },
+            span,
+        )],
+        span,
+    }
+}
+
+/// Run `netsift flow`.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let mut reg = netsift_graph::standard_registry();
+    if args.list_classes {
+        print!("{}", list_classes(&reg));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.graphs.is_empty() {
+        bail!(
+            "give at least one flow, e.g. 'netsift flow -r x.pcap \"(bpf,\\\"tcp\\\") -> (packetcount,,8)\"' (--list-classes lists the classes)"
+        );
+    }
+    let default_source = match (&args.read, &args.interface) {
+        (Some(path), _) => {
+            let file = reg
+                .get("file")
+                .cloned()
+                .ok_or_else(|| anyhow!("no `file` class"))?;
+            let path = path.to_string_lossy().into_owned();
+            reg.register(Arc::new(DeviceFromFile {
+                file,
+                path: path.clone(),
+            }));
+            Some(source_spec("file", &path, true))
+        }
+        (None, Some(iface)) => Some(source_spec("device", iface, false)),
+        (None, None) => None,
+    };
+    let policy = match &args.policy {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the policy {}", p.display()))?;
+            Policy::parse(&text).map_err(|e| anyhow!("{}: {}", p.display(), e.render(&text)))?
+        }
+        None => Policy::allow_all(),
+    };
+    let user = args
+        .user
+        .clone()
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_else(|| "root".into());
+    let opts = FlowOptions {
+        user,
+        preference: if args.frp {
+            Preference::FastReader
+        } else {
+            Preference::SlowReader
+        },
+        slots: args.slots,
+        default_source,
+        ..FlowOptions::default()
+    };
+    let mut rt = Runtime::new(reg, policy);
+    // Each argument may hold several flows separated by `;`.
+    let mut flows = Vec::new();
+    for g in &args.graphs {
+        let specs = netsift_graph::lang::parse(g).map_err(|e| anyhow!("{}", e.render(g)))?;
+        for spec in specs {
+            let text = spec.to_string();
+            let (id, reader) = rt.open(&text, opts.clone()).map_err(|e| anyhow!("{e}"))?;
+            flows.push((id, text, reader));
+        }
+    }
+    // A reader thread per flow drains its buffer.
+    let mut readers = Vec::new();
+    for (id, text, mut reader) in flows {
+        readers.push((
+            id,
+            text,
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                loop {
+                    reader.wait_for(256, Duration::from_millis(50));
+                    while reader.next().is_some() {
+                        n += 1;
+                    }
+                    reader.release();
+                    if reader.is_finished() && reader.available() == 0 {
+                        break;
+                    }
+                }
+                (n, reader.stats())
+            }),
+        ));
+    }
+    signals::install();
+    let mut packets = 0u64;
+    let limit = args.count.unwrap_or(u64::MAX);
+    while packets < limit && !signals::stopped() {
+        if !rt.step().map_err(|e| anyhow!("{e}"))? {
+            break;
+        }
+        packets += 1;
+    }
+    let finish = rt.finish();
+    let mut out = String::new();
+    let stats = rt.stats();
+    let _ = writeln!(
+        out,
+        "{} packets from the sources, {} accepted by some flow, {} copies into flow-group buffers",
+        stats.packets, stats.accepted, stats.copies
+    );
+    for (id, text, handle) in readers {
+        let (n, rs) = handle
+            .join()
+            .map_err(|_| anyhow!("the reader of flow {id} panicked"))?;
+        let _ = writeln!(out, "flow {id}: {text}");
+        let _ = writeln!(
+            out,
+            "  delivered {n} packets (dropped {}, overwritten {})",
+            rs.dropped, rs.overwritten
+        );
+        for (i, node) in rt.flow_nodes(id).iter().enumerate() {
+            let Some(n) = rt.graph().node(*node) else {
+                continue;
+            };
+            if let Some(d) = n.class.describe(&n.mbuf) {
+                let _ = writeln!(out, "  filter {i} {}#{node}: {d}", n.class.name());
+            }
+        }
+    }
+    if args.stats {
+        let _ = writeln!(out, "instances:");
+        for (id, n) in rt.graph().nodes() {
+            let a: Vec<String> = n.args.iter().map(|a| a.text.clone()).collect();
+            let _ = writeln!(
+                out,
+                "  {}#{id}({}) upstream {:?}: seen {}, passed {}, used by {} flow(s)",
+                n.class.name(),
+                a.join(","),
+                n.upstream,
+                n.seen,
+                n.passed,
+                n.users
+            );
+        }
+        for line in rt.log() {
+            let _ = writeln!(out, "  log: {line}");
+        }
+    }
+    let stdout = io::stdout();
+    let mut lock = stdout.lock();
+    lock.write_all(out.as_bytes())?;
+    lock.flush()?;
+    if let Some(path) = &args.dot {
+        std::fs::write(path, rt.dot())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        let svg = path.with_extension("svg");
+        match std::process::Command::new("dot")
+            .arg("-Tsvg")
+            .arg(path)
+            .arg("-o")
+            .arg(&svg)
+            .status()
+        {
+            Ok(s) if s.success() => {
+                eprintln!("netsift: wrote {} and {}", path.display(), svg.display())
+            }
+            _ => eprintln!(
+                "netsift: wrote {} (install graphviz for an SVG: dot -Tsvg {} -o {})",
+                path.display(),
+                path.display(),
+                svg.display()
+            ),
+        }
+    }
+    if let Err(e) = finish {
+        bail!("{e}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,2205 @@
+//! The buffers of a flow group: one packet buffer (PBuf) shared by every flow of the group, one
+//! index buffer (IBuf) per reader, and the two buffer-management policies of the FFPF paper
+//! (§3.1): slow-reader preference and fast-reader preference.
+//!
+//! # Model
+//!
+//! A [`Group`] owns a **PBuf**: a ring of `slots` fixed-size slots of `slot_size` bytes. One
+//! capture thread — the [`Writer`], at most one at a time — copies a packet into the next slot
+//! **once**, however many flows of the group accept it (longer packets are cut; the stored
+//! length, the wire length, the timestamp and the link type are kept), and gets a [`SlotRef`]
+//! (slot index and sequence number). It then appends an entry — the slot reference and the
+//! filter's 32-bit result — to the **IBuf** of every reader (flow endpoint) that accepted the
+//! packet. Readers ([`Reader`], one per IBuf, each on any thread) read their IBuf in order and
+//! follow the slot references into the PBuf.
+//!
+//! ```
+//! use netsift_capture::{LinkType, Timestamp};
+//! use netsift_graph::Pkt;
+//! use netsift_graph::buffer::{Group, Preference};
+//!
+//! let group = Group::new(1024, 2048, Preference::SlowReader);
+//! let (tcp, mut tcp_reader) = group.add_reader(1024);
+//! let (web, mut web_reader) = group.add_reader(1024);
+//! let mut writer = group.writer().expect("the only writer");
+//! let pkt = Pkt {
+//!     data: b"a packet",
+//!     wire_len: 60,
+//!     timestamp: Timestamp::ZERO,
+//!     link_type: LinkType::ETHERNET,
+//! };
+//! // Both flows accept it: one copy, two index entries with each filter's result.
+//! writer.write(&pkt, &[(tcp, 1), (web, 80)]);
+//! assert_eq!(group.stats().copies, 1);
+//! let d = tcp_reader.next().unwrap();
+//! assert_eq!((d.data, d.wire_len, d.result), (&b"a packet"[..], 60, 1));
+//! tcp_reader.release(); // after a batch, not after every packet
+//! assert_eq!(web_reader.next().unwrap().result, 80);
+//! ```
+//!
+//! Positions are absolute `u64` counters that never wrap in practice; a ring index is the
+//! position modulo the ring size, and `position / slots` is the paper's *wrap counter*.
+//!
+//! ```text
+//!  PBuf, 8 slots (slot index : position of the packet stored in it)
+//!
+//!    0:8   1:9   2:10  3:11  4:12  5:13  6:14  7:15
+//!    ▲           ▲
+//!    W = 16      R* = 10: the oldest packet a reader still holds (B's entry for 10)
+//!
+//!  IBuf A (slot ref + result):   … 9 │ 11  12  14  15 │
+//!                                    R_A              W_A
+//!  IBuf B:                       … 8 │ 10  13 │
+//!                                    R_B      W_B
+//!
+//!  left of R: released · between R and W: appended and held (read or not) · at W: next entry
+//! ```
+//!
+//! The next packet goes to slot 0 (`16 % 8`). Under slow-reader preference that is allowed
+//! because `W − R* = 6 < 8`: packet 8 is held by nobody; after packet 17 the writer stops (slot 2
+//! holds packet 10, which B has not released) until B releases. Under fast-reader preference
+//! the writer goes on regardless: writing packet 18 over slot 2 bumps its sequence word to 19,
+//! and B, finding 19 where it expects 11 (10 + 1), counts packet 10 as overwritten.
+//!
+//! - `W` (writer-owned, [`Group::write_position`]) is the next PBuf position to write; `W_i` the next
+//!   entry of IBuf *i*, published with a `Release` store after the entry and its slot are
+//!   complete; a reader loads it with `Acquire`, which makes the entry and the slot bytes
+//!   visible.
+//! - `R_i` is reader *i*'s **released** position: [`Reader::next`] advances a private cursor,
+//!   [`Reader::release`] publishes it (`Release` store) — in batches, as the paper recommends, so
+//!   the writer's cache line is not touched per packet. Until released, an entry and the slot it
+//!   names are *held* by the reader.
+//! - `R*` is the oldest PBuf position some reader still holds: for every reader, the slot
+//!   named by the entry at its `R_i` (a reader whose IBuf is drained holds nothing).
+//!
+//! # Slow-reader preference ([`Preference::SlowReader`])
+//!
+//! The writer never overwrites anything a reader holds. Before writing position `W` it checks
+//! `W − R* < slots`, using a cached `R*` (a lower bound: releases only raise it) and recomputing
+//! it — one `Acquire` load of each `R_i` — only when the cached value says the ring is full.
+//! A packet that does not fit in the PBuf is dropped and counted for the group and for every
+//! reader that accepted it; an entry that does not fit in one IBuf (`W_i − R_i = capacity`) is
+//! dropped and counted for that reader only. Because nothing held is ever written, a reader
+//! borrows slot bytes directly ([`Delivered::data`], zero copy) and
+//! `delivered + dropped` equals the packets its filter accepted, exactly. The price: the
+//! slowest reader of a group makes every reader of the group lose packets.
+//!
+//! # Fast-reader preference ([`Preference::FastReader`])
+//!
+//! The writer never waits and never drops: it overwrites the oldest slots and IBuf entries.
+//! Every slot and every IBuf entry carries a sequence word (its position + 1, 0 while it is being
+//! written) — a seqlock: the writer stores 0, a `Release` fence, the contents (relaxed atomic
+//! stores), then position + 1 with `Release`; a reader loads the sequence (`Acquire`), copies the
+//! contents (relaxed atomic loads), issues an `Acquire` fence and loads the sequence again. If
+//! either load is not the expected position + 1 the packet was overwritten — before or while it
+//! was read — and is counted in [`ReaderStats::overwritten`]; it is never returned. A reader that
+//! fell more than an IBuf behind skips ahead to the oldest entry still in the ring, counting the
+//! skipped entries as overwritten. So `delivered + overwritten` equals the packets its filter
+//! accepted, and a fast reader is never slowed by a slow one. Because bytes may change under a
+//! reader, [`Reader::next`] copies them out (into a buffer it reuses) before validating.
+//!
+//! # Readers come and go
+//!
+//! [`Group::add_reader`] registers a new IBuf; the writer notices at its next packet (one
+//! relaxed load of a generation counter) and the new reader receives only what the writer
+//! delivers to it from then on. Running readers are not disturbed. Dropping a [`Reader`] (or
+//! [`Reader::close`]) unregisters it and releases its hold on the PBuf; a stale [`ReaderId`]
+//! is refused by [`Writer::deliver`].
+//!
+//! # Waiting
+//!
+//! [`Reader::wait_for`] blocks until `n` packets are available. The writer wakes a reader only
+//! when some reader of the group is waiting (one relaxed load of a group-wide counter per
+//! packet): it then compares the waiting reader's target with `W_i` and `unpark`s it.
+//!
+//! NOTE: the writer issues no `SeqCst` fence between publishing `W_i` and looking for waiters —
+//! that would cost a full barrier per packet — so a wake-up can be missed when the reader starts
+//! to wait at the very moment the writer publishes. A waiting reader therefore re-checks `W_i`
+//! at least every millisecond ([`RECHECK`]): a missed wake-up costs at most that much latency,
+//! never a hang.
+//!
+//! Callbacks every `n` packets or every `t` are built on `wait_for` ([`Reader::on_every`]).
+//!
+//! # Safety
+//!
+//! The slot bytes are a `Box<[AtomicU64]>`. Under fast-reader preference every access to them is
+//! a relaxed atomic load or store (the seqlock above validates the copy), so concurrent overwrite
+//! is well defined. Under slow-reader preference the writer copies with `copy_nonoverlapping`
+//! and readers borrow `&[u8]` views: sound because the protocol guarantees that the writer never
+//! writes a slot some reader holds, and that every reader's access to a slot happens-after the
+//! writer's (`Release`/`Acquire` on `W_i`) and happens-before the writer's next write of it
+//! (`Release`/`Acquire` on `R_i`). These are the only `unsafe` blocks of the module.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use netsift_capture::{LinkType, Timestamp};
+
+use crate::class::Pkt;
+
+/// How long a waiting reader sleeps at most before it re-checks its IBuf (see the module docs:
+/// it bounds the latency of a missed wake-up).
+pub const RECHECK: Duration = Duration::from_millis(1);
+
+/// Words of a slot before its data: sequence, lengths, seconds, nanoseconds and link type.
+const HEADER_WORDS: usize = 4;
+
+/// What the writer does when a reader falls behind (§3.1.1 of the paper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Preference {
+    /// Slow-reader preference: the writer stops at the slowest reader; packets that do not fit
+    /// are dropped (and counted); nothing delivered is ever overwritten.
+    SlowReader,
+    /// Fast-reader preference: the writer never waits and overwrites the oldest packets;
+    /// readers detect overwritten packets and count them as lost.
+    FastReader,
+}
+
+/// A reader (flow endpoint, IBuf) of a group. Identifiers are not reused: the index of a
+/// removed reader may be, with a new serial number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReaderId {
+    index: u32,
+    serial: u32,
+}
+
+impl ReaderId {
+    /// The reader's index in the group's table (small, reused after removal).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+}
+
+impl fmt::Display for ReaderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "reader {}#{}", self.index, self.serial)
+    }
+}
+
+/// The ring index `back` places before `index` in a ring of `len` (`back <= len`).
+fn ring_back(index: u32, back: u32, len: u32) -> u32 {
+    if index >= back {
+        index - back
+    } else {
+        index + (len - back)
+    }
+}
+
+/// A reference to a PBuf slot as it was written: the slot index and the sequence number (the
+/// absolute write position; `seq / slots` is the paper's wrap counter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlotRef {
+    seq: u64,
+    index: u32,
+}
+
+impl SlotRef {
+    /// The absolute write position of the packet in the group (0 for the first packet).
+    pub fn seq(self) -> u64 {
+        self.seq
+    }
+
+    /// The slot index in the PBuf (`seq % slots`).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// How many times the writer had wrapped around a ring of `slots` slots when it wrote this
+    /// packet.
+    pub fn wrap(self, slots: u32) -> u64 {
+        self.seq / u64::from(slots.max(1))
+    }
+}
+
+/// Counters of a group ([`Group::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Packets copied into the PBuf (once per packet, however many readers accepted it).
+    pub copies: u64,
+    /// Packets dropped because the PBuf was full (slow-reader preference only).
+    pub dropped: u64,
+    /// Packets read by the readers currently registered, summed.
+    pub delivered: u64,
+    /// Packets dropped for the readers currently registered (PBuf or their IBuf full), summed.
+    pub reader_dropped: u64,
+    /// Packets overwritten before the readers currently registered read them, summed.
+    pub overwritten: u64,
+    /// Readers registered.
+    pub readers: usize,
+}
+
+/// Counters of one reader ([`Reader::stats`], [`Group::reader_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReaderStats {
+    /// Entries the writer appended to the reader's IBuf.
+    pub appended: u64,
+    /// Packets the reader read (returned by [`Reader::next`] and friends, valid).
+    pub delivered: u64,
+    /// Packets accepted for this reader but dropped because the PBuf or the IBuf was full
+    /// (slow-reader preference only).
+    pub dropped: u64,
+    /// Packets overwritten before the reader could read them, or while it read them
+    /// (fast-reader preference only).
+    pub overwritten: u64,
+}
+
+/// Pads and aligns a value to its own cache lines (128 bytes: adjacent-line prefetch).
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// An IBuf entry: the sequence word (position + 1, 0 while written), the PBuf position, and
+/// the slot index with the filter's result.
+#[derive(Default)]
+struct Entry {
+    tag: AtomicU64,
+    pos: AtomicU64,
+    meta: AtomicU64,
+    /// The most bytes of the packet this reader sees (its flow's snap length).
+    cap: AtomicU32,
+}
+
+/// The counters and indices the writer writes.
+#[derive(Default)]
+struct WriterSide {
+    /// `W_i`: the next entry position.
+    w: AtomicU64,
+    appended: AtomicU64,
+    dropped: AtomicU64,
+}
+
+/// The counters and indices the reader writes.
+#[derive(Default)]
+struct ReaderSide {
+    /// `R_i`: the released position.
+    r: AtomicU64,
+    delivered: AtomicU64,
+    overwritten: AtomicU64,
+    /// `W_i` the waiting reader waits for (0: not waiting).
+    wait_target: AtomicU64,
+}
+
+/// An index buffer: the ring of entries of one reader.
+struct IBuf {
+    serial: u32,
+    entries: Box<[Entry]>,
+    writer: Padded<WriterSide>,
+    reader: Padded<ReaderSide>,
+    /// The thread to unpark while the reader waits.
+    thread: Mutex<Option<Thread>>,
+}
+
+impl IBuf {
+    fn cap(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    fn stats(&self) -> ReaderStats {
+        ReaderStats {
+            appended: self.writer.appended.load(Ordering::Relaxed),
+            delivered: self.reader.delivered.load(Ordering::Relaxed),
+            dropped: self.writer.dropped.load(Ordering::Relaxed),
+            overwritten: self.reader.overwritten.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Wake the reader if it waits for `w` entries or fewer. Called by the writer only when
+    /// some reader of the group waits.
+    fn wake_if_waiting(&self, w: u64) {
+        let target = self.reader.wait_target.load(Ordering::Relaxed);
+        if target != 0
+            && w >= target
+            && self
+                .reader
+                .wait_target
+                .compare_exchange(target, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.unpark();
+        }
+    }
+
+    fn unpark(&self) {
+        if let Some(t) = lock(&self.thread).as_ref() {
+            t.unpark();
+        }
+    }
+}
+
+/// The readers of a group.
+#[derive(Default)]
+struct Table {
+    ibufs: Vec<Option<Arc<IBuf>>>,
+    next_serial: u32,
+}
+
+/// What a group's handles share.
+struct Shared {
+    pref: Preference,
+    slots: u32,
+    slot_size: u32,
+    /// Words per slot: header and data.
+    stride: usize,
+    /// The PBuf: `slots * stride` words.
+    words: Box<[AtomicU64]>,
+    /// `W`: the next PBuf position (written by the writer only).
+    w: Padded<AtomicU64>,
+    copies: AtomicU64,
+    dropped: AtomicU64,
+    table: Mutex<Table>,
+    /// Bumped whenever a reader is added or removed.
+    generation: AtomicU64,
+    /// Readers blocked in `wait_for`.
+    sleepers: Padded<AtomicUsize>,
+    /// A [`Writer`] exists.
+    writer: AtomicBool,
+    /// The last writer finished (dropped or [`Writer::finish`]) and none wrote since.
+    finished: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves consistent data (each critical section
+    // is a single assignment or push), so poisoning is ignored.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn slot(&self, index: u32) -> &[AtomicU64] {
+        let base = index as usize * self.stride;
+        &self.words[base..base + self.stride]
+    }
+
+    fn finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+}
+
+/// A flow group's buffers: the PBuf and the IBufs of its readers. Cloning shares.
+#[derive(Clone)]
+pub struct Group {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for Group {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Group")
+            .field("preference", &self.shared.pref)
+            .field("slots", &self.shared.slots)
+            .field("slot_size", &self.shared.slot_size)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Group {
+    /// A group with a PBuf of `slots` slots of `slot_size` bytes each (both raised to at least
+    /// 1) and the given buffer management.
+    pub fn new(slots: u32, slot_size: u32, pref: Preference) -> Group {
+        let slots = slots.max(1);
+        let slot_size = slot_size.max(1);
+        let stride = HEADER_WORDS + (slot_size as usize).div_ceil(8);
+        let words = (0..slots as usize * stride)
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Group {
+            shared: Arc::new(Shared {
+                pref,
+                slots,
+                slot_size,
+                stride,
+                words,
+                w: Padded::default(),
+                copies: AtomicU64::new(0),
+                dropped: AtomicU64::new(0),
+                table: Mutex::new(Table::default()),
+                generation: AtomicU64::new(0),
+                sleepers: Padded::default(),
+                writer: AtomicBool::new(false),
+                finished: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The buffer management of the group.
+    pub fn preference(&self) -> Preference {
+        self.shared.pref
+    }
+
+    /// The number of PBuf slots.
+    pub fn slots(&self) -> u32 {
+        self.shared.slots
+    }
+
+    /// The size of a PBuf slot in bytes (longer packets are cut).
+    pub fn slot_size(&self) -> u32 {
+        self.shared.slot_size
+    }
+
+    /// The writer of the group, or `None` while another [`Writer`] exists (there is at most
+    /// one at a time: the buffers are single-writer).
+    pub fn writer(&self) -> Option<Writer> {
+        let s = &self.shared;
+        if s.writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        s.finished.store(false, Ordering::Release);
+        let w = s.w.load(Ordering::Relaxed);
+        Some(Writer {
+            shared: Arc::clone(s),
+            generation: u64::MAX,
+            readers: Vec::new(),
+            w,
+            w_index: (w % u64::from(s.slots)) as u32,
+            // Readers may still hold packets of a previous writer: 0 forces a recomputation
+            // at the first packet.
+            r_star: 0,
+            finished: false,
+        })
+    }
+
+    /// Add a reader with an IBuf of `ibuf_entries` entries (at least 1). It receives what the
+    /// writer delivers to its id from now on; running readers are not disturbed.
+    pub fn add_reader(&self, ibuf_entries: usize) -> (ReaderId, Reader) {
+        let cap = ibuf_entries.max(1);
+        let mut table = lock(&self.shared.table);
+        let serial = table.next_serial;
+        table.next_serial = table.next_serial.wrapping_add(1);
+        let ibuf = Arc::new(IBuf {
+            serial,
+            entries: (0..cap).map(|_| Entry::default()).collect(),
+            writer: Padded::default(),
+            reader: Padded::default(),
+            thread: Mutex::new(None),
+        });
+        let index = match table.ibufs.iter().position(Option::is_none) {
+            Some(i) => {
+                table.ibufs[i] = Some(Arc::clone(&ibuf));
+                i
+            }
+            None => {
+                table.ibufs.push(Some(Arc::clone(&ibuf)));
+                table.ibufs.len() - 1
+            }
+        };
+        self.shared.generation.fetch_add(1, Ordering::Release);
+        drop(table);
+        let id = ReaderId {
+            index: index as u32,
+            serial,
+        };
+        let reader = Reader {
+            shared: Arc::clone(&self.shared),
+            ibuf,
+            id,
+            r: 0,
+            r_index: 0,
+            w_cache: 0,
+            delivered: 0,
+            overwritten: 0,
+            lost_pending: 0,
+            scratch: Vec::new(),
+            closed: false,
+        };
+        (id, reader)
+    }
+
+    /// Unregister reader `id` (as dropping its [`Reader`] does): the writer no longer delivers
+    /// to it and what it has not read no longer holds the PBuf. A `Reader` still held by the
+    /// application reads what its IBuf already had. Returns whether `id` was registered.
+    pub fn remove_reader(&self, id: ReaderId) -> bool {
+        let mut table = lock(&self.shared.table);
+        let removed = match table.ibufs.get_mut(id.index as usize) {
+            Some(slot) if slot.as_ref().is_some_and(|b| b.serial == id.serial) => {
+                if let Some(b) = slot.take() {
+                    b.unpark();
+                }
+                true
+            }
+            _ => false,
+        };
+        if removed {
+            self.shared.generation.fetch_add(1, Ordering::Release);
+        }
+        removed
+    }
+
+    /// The readers registered, in index order.
+    pub fn readers(&self) -> Vec<ReaderId> {
+        lock(&self.shared.table)
+            .ibufs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                b.as_ref().map(|b| ReaderId {
+                    index: i as u32,
+                    serial: b.serial,
+                })
+            })
+            .collect()
+    }
+
+    /// The counters of reader `id`, `None` if it is not registered (any more).
+    pub fn reader_stats(&self, id: ReaderId) -> Option<ReaderStats> {
+        let table = lock(&self.shared.table);
+        match table.ibufs.get(id.index as usize) {
+            Some(Some(b)) if b.serial == id.serial => Some(b.stats()),
+            _ => None,
+        }
+    }
+
+    /// The group's counters (reader counters summed over the readers registered now).
+    pub fn stats(&self) -> GroupStats {
+        let s = &self.shared;
+        let mut st = GroupStats {
+            copies: s.copies.load(Ordering::Relaxed),
+            dropped: s.dropped.load(Ordering::Relaxed),
+            ..GroupStats::default()
+        };
+        for b in lock(&s.table).ibufs.iter().flatten() {
+            let r = b.stats();
+            st.delivered += r.delivered;
+            st.reader_dropped += r.dropped;
+            st.overwritten += r.overwritten;
+            st.readers += 1;
+        }
+        st
+    }
+
+    /// The next PBuf position the writer will write (`W`): the packets written so far.
+    pub fn write_position(&self) -> u64 {
+        self.shared.w.load(Ordering::Relaxed)
+    }
+
+    /// Whether the writer finished ([`Writer::finish`] or dropped) and has not written since:
+    /// readers then drain what is left and stop.
+    pub fn is_finished(&self) -> bool {
+        self.shared.finished()
+    }
+}
+
+/// The writer's view of one reader.
+struct WriterIbuf {
+    ibuf: Arc<IBuf>,
+    /// `W_i` (the writer's copy) and its ring index.
+    w: u64,
+    w_index: usize,
+    /// `R_i` as last loaded.
+    r_cache: u64,
+    /// The PBuf position of the last entry appended (entries must not go backwards).
+    last_pos: u64,
+    appended: u64,
+    dropped: u64,
+}
+
+/// The single writer of a group ([`Group::writer`]): copies packets into the PBuf and appends
+/// entries to the IBufs. Dropping it marks the group finished (waiting readers return).
+pub struct Writer {
+    shared: Arc<Shared>,
+    /// The table generation `readers` mirrors.
+    generation: u64,
+    readers: Vec<Option<WriterIbuf>>,
+    /// `W` and its slot index.
+    w: u64,
+    w_index: u32,
+    /// A lower bound of `R*` (slow-reader preference).
+    r_star: u64,
+    /// [`Writer::finish`] was called and nothing was written since.
+    finished: bool,
+}
+
+impl fmt::Debug for Writer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Writer")
+            .field("w", &self.w)
+            .field("r_star", &self.r_star)
+            .finish()
+    }
+}
+
+impl Writer {
+    /// Mirror the group's reader table if it changed (one relaxed load when it did not).
+    #[inline]
+    fn refresh(&mut self) {
+        if self.shared.generation.load(Ordering::Relaxed) != self.generation {
+            self.refresh_slow();
+        }
+    }
+
+    #[cold]
+    fn refresh_slow(&mut self) {
+        let table = lock(&self.shared.table);
+        // Read under the lock: a reader added after this load bumps it again.
+        self.generation = self.shared.generation.load(Ordering::Relaxed);
+        let mut old = std::mem::take(&mut self.readers);
+        self.readers = table
+            .ibufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let b = b.as_ref()?;
+                match old.get_mut(i).and_then(Option::take) {
+                    Some(wi) if wi.ibuf.serial == b.serial => Some(wi),
+                    _ => {
+                        let w = b.writer.w.load(Ordering::Relaxed);
+                        Some(WriterIbuf {
+                            ibuf: Arc::clone(b),
+                            w,
+                            w_index: (w % b.cap()) as usize,
+                            r_cache: b.reader.r.load(Ordering::Acquire),
+                            last_pos: 0,
+                            appended: b.writer.appended.load(Ordering::Relaxed),
+                            dropped: b.writer.dropped.load(Ordering::Relaxed),
+                        })
+                    }
+                }
+            })
+            .collect();
+    }
+
+    /// The position of reader `id` in `self.readers`, if it is registered.
+    fn reader_index(&mut self, id: ReaderId) -> Option<usize> {
+        self.refresh();
+        let i = id.index as usize;
+        let found = |r: &[Option<WriterIbuf>]| matches!(r.get(i), Some(Some(wi)) if wi.ibuf.serial == id.serial);
+        if found(&self.readers) {
+            return Some(i);
+        }
+        // The id may be newer than our mirror of the table.
+        self.refresh_slow();
+        found(&self.readers).then_some(i)
+    }
+
+    /// Recompute `R*`: the oldest PBuf position a reader holds, `W` if none holds any.
+    #[cold]
+    fn recompute_r_star(&mut self) -> u64 {
+        let mut r_star = self.w;
+        for wi in self.readers.iter_mut().flatten() {
+            // Acquire: the reader's reads of everything before R_i happen before our next
+            // write of those slots.
+            let r = wi.ibuf.reader.r.load(Ordering::Acquire);
+            wi.r_cache = r;
+            if r < wi.w {
+                let e = &wi.ibuf.entries[(r % wi.ibuf.cap()) as usize];
+                // Our own store: entries at or after R_i are not overwritten under SRP.
+                r_star = r_star.min(e.pos.load(Ordering::Relaxed));
+            }
+        }
+        self.r_star = r_star;
+        r_star
+    }
+
+    /// The number of PBuf slots.
+    pub fn slots(&self) -> u32 {
+        self.shared.slots
+    }
+
+    /// Copy `pkt` into the next PBuf slot (cut to the slot size) and return its reference, or
+    /// `None` when the PBuf is full under slow-reader preference (the packet is dropped and
+    /// counted for the group; count it for the readers that accepted it with
+    /// [`Writer::note_dropped`], or use [`Writer::write`], which does both).
+    ///
+    /// Call it once per packet, however many readers accept it, then [`Writer::deliver`] the
+    /// slot to each of them.
+    pub fn write_packet(&mut self, pkt: &Pkt<'_>) -> Option<SlotRef> {
+        self.refresh();
+        if self.finished {
+            self.finished = false;
+            self.shared.finished.store(false, Ordering::Release);
+        }
+        let slots = u64::from(self.shared.slots);
+        let pos = self.w;
+        if self.shared.pref == Preference::SlowReader
+            && pos - self.r_star >= slots
+            && pos - self.recompute_r_star() >= slots
+        {
+            let s = &self.shared;
+            s.dropped
+                .store(s.dropped.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            return None;
+        }
+        let s = &*self.shared;
+        let index = self.w_index;
+        let slot = s.slot(index);
+        let len = pkt.data.len().min(s.slot_size as usize);
+        let data = &pkt.data[..len];
+        let ts = pkt.timestamp;
+        let lens = ((len as u64) << 32) | u64::from(pkt.wire_len);
+        let tail = (u64::from(ts.nanos()) << 32) | u64::from(pkt.link_type.0);
+        match s.pref {
+            Preference::FastReader => {
+                // Seqlock write: mark the slot busy before any of its words change.
+                slot[0].store(0, Ordering::Relaxed);
+                fence(Ordering::Release);
+                slot[1].store(lens, Ordering::Relaxed);
+                slot[2].store(ts.secs() as u64, Ordering::Relaxed);
+                slot[3].store(tail, Ordering::Relaxed);
+                // PERF: word-by-word relaxed stores rather than memcpy — a reader may be
+                // copying these words right now, and only atomic accesses make that defined.
+                let body = &slot[HEADER_WORDS..];
+                let mut chunks = data.chunks_exact(8);
+                for (word, c) in body.iter().zip(&mut chunks) {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(c);
+                    word.store(u64::from_ne_bytes(b), Ordering::Relaxed);
+                }
+                let rest = chunks.remainder();
+                if !rest.is_empty() {
+                    let mut b = [0u8; 8];
+                    b[..rest.len()].copy_from_slice(rest);
+                    body[len / 8].store(u64::from_ne_bytes(b), Ordering::Relaxed);
+                }
+            }
+            Preference::SlowReader => {
+                slot[1].store(lens, Ordering::Relaxed);
+                slot[2].store(ts.secs() as u64, Ordering::Relaxed);
+                slot[3].store(tail, Ordering::Relaxed);
+                let dst = slot[HEADER_WORDS..].as_ptr() as *mut u8;
+                // SAFETY: `dst` points at this slot's data words, `slot_size >= len` bytes
+                // owned by the group and derived from a shared reference to atomics (interior
+                // mutability, so writing through it is allowed). No reader accesses these
+                // bytes now: under slow-reader preference a reader reads a slot only through
+                // an IBuf entry it has not released, and the check above (`pos − R* < slots`)
+                // proves that no reader holds the entry naming the previous packet of this
+                // slot; its reads of it happened before its `Release` of `R_i`, which we
+                // loaded with `Acquire` in `recompute_r_star`. Readers of the new packet
+                // synchronise with the `Release` stores below.
+                unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, len) };
+            }
+        }
+        slot[0].store(pos + 1, Ordering::Release);
+        self.w = pos + 1;
+        self.w_index = if index + 1 == s.slots { 0 } else { index + 1 };
+        s.w.store(self.w, Ordering::Relaxed);
+        s.copies
+            .store(s.copies.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        Some(SlotRef { seq: pos, index })
+    }
+
+    /// Append an entry (`slot`, `result`) to the IBuf of reader `id`. Returns `false` when the
+    /// entry was not appended: the reader's IBuf is full under slow-reader preference (counted
+    /// as dropped for the reader), the slot was overwritten since it was written or is older
+    /// than the reader's last entry (counted as dropped too), or `id` is not registered (not
+    /// counted). Under fast-reader preference a live reader always gets the entry.
+    pub fn deliver(&mut self, id: ReaderId, slot: SlotRef, result: u32) -> bool {
+        self.deliver_capped(id, slot, result, u32::MAX)
+    }
+
+    /// [`Writer::deliver`], the reader seeing at most `cap` bytes of the packet (its flow cut
+    /// the packet shorter than another flow of the group that shares the copy).
+    pub fn deliver_capped(&mut self, id: ReaderId, slot: SlotRef, result: u32, cap: u32) -> bool {
+        let Some(i) = self.reader_index(id) else {
+            return false;
+        };
+        let s = &*self.shared;
+        let w_pbuf = self.w;
+        let w_index = self.w_index;
+        let slots = u64::from(s.slots);
+        let mut r_star = self.r_star;
+        let Some(wi) = self.readers[i].as_mut() else {
+            return false;
+        };
+        let entries = wi.ibuf.cap();
+        // The slot must still hold the packet (written, not yet overwritten), entries must not
+        // go backwards (R* relies on it), and the index must be the one this group wrote the
+        // position to — a `SlotRef` of another group must not make a reader read a slot it
+        // does not hold.
+        let back = w_pbuf.wrapping_sub(slot.seq);
+        let stale = slot.seq >= w_pbuf
+            || back > slots
+            || (wi.appended > 0 && slot.seq < wi.last_pos)
+            || slot.index != ring_back(w_index, back as u32, s.slots);
+        if stale {
+            wi.note_dropped();
+            return false;
+        }
+        if s.pref == Preference::SlowReader {
+            if wi.w - wi.r_cache >= entries {
+                wi.r_cache = wi.ibuf.reader.r.load(Ordering::Acquire);
+                if wi.w - wi.r_cache >= entries {
+                    wi.note_dropped();
+                    return false;
+                }
+            }
+            // The reader now holds `slot.seq`; keep the cached R* a lower bound.
+            r_star = r_star.min(slot.seq);
+        }
+        let e = &wi.ibuf.entries[wi.w_index];
+        if s.pref == Preference::FastReader {
+            e.tag.store(0, Ordering::Relaxed);
+            fence(Ordering::Release);
+        }
+        e.pos.store(slot.seq, Ordering::Relaxed);
+        e.meta.store(
+            (u64::from(slot.index) << 32) | u64::from(result),
+            Ordering::Relaxed,
+        );
+        e.cap.store(cap, Ordering::Relaxed);
+        e.tag.store(wi.w + 1, Ordering::Release);
+        wi.w += 1;
+        wi.w_index = if wi.w_index + 1 == entries as usize {
+            0
+        } else {
+            wi.w_index + 1
+        };
+        wi.last_pos = slot.seq;
+        wi.appended += 1;
+        // Publish the entry (and, through the slot's own Release, its bytes).
+        wi.ibuf.writer.w.store(wi.w, Ordering::Release);
+        wi.ibuf
+            .writer
+            .appended
+            .store(wi.appended, Ordering::Relaxed);
+        if s.sleepers.load(Ordering::Relaxed) != 0 {
+            wi.ibuf.wake_if_waiting(wi.w);
+        }
+        self.r_star = r_star;
+        true
+    }
+
+    /// Count a packet accepted by reader `id` as dropped for it (the PBuf was full). Returns
+    /// `false` if `id` is not registered.
+    pub fn note_dropped(&mut self, id: ReaderId) -> bool {
+        match self.reader_index(id) {
+            Some(i) => {
+                if let Some(wi) = self.readers[i].as_mut() {
+                    wi.note_dropped();
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Write `pkt` once and deliver it to each `(reader, result)` of `to`: the slot, or
+    /// `None` if the PBuf was full (then the packet is counted as dropped for the group and for
+    /// each reader) or `to` is empty (nothing is copied).
+    pub fn write(&mut self, pkt: &Pkt<'_>, to: &[(ReaderId, u32)]) -> Option<SlotRef> {
+        if to.is_empty() {
+            return None;
+        }
+        match self.write_packet(pkt) {
+            Some(slot) => {
+                for &(id, result) in to {
+                    self.deliver(id, slot, result);
+                }
+                Some(slot)
+            }
+            None => {
+                for &(id, _) in to {
+                    self.note_dropped(id);
+                }
+                None
+            }
+        }
+    }
+
+    /// [`Writer::write`] with a byte limit per reader: `(reader, result, cap)`; the packet is
+    /// copied once (as long as `pkt`), each reader seeing at most `cap` bytes of it.
+    pub fn write_capped(&mut self, pkt: &Pkt<'_>, to: &[(ReaderId, u32, u32)]) -> Option<SlotRef> {
+        if to.is_empty() {
+            return None;
+        }
+        match self.write_packet(pkt) {
+            Some(slot) => {
+                for &(id, result, cap) in to {
+                    self.deliver_capped(id, slot, result, cap);
+                }
+                Some(slot)
+            }
+            None => {
+                for &(id, _, _) in to {
+                    self.note_dropped(id);
+                }
+                None
+            }
+        }
+    }
+}
+
+impl WriterIbuf {
+    fn note_dropped(&mut self) {
+        self.dropped += 1;
+        self.ibuf
+            .writer
+            .dropped
+            .store(self.dropped, Ordering::Relaxed);
+    }
+}
+
+impl Writer {
+    /// Tell the readers that nothing more comes (the input ended): waiting readers return and
+    /// [`Reader::is_finished`] becomes true once they have read everything. Writing again
+    /// undoes it. Dropping the writer does the same.
+    pub fn finish(&mut self) {
+        self.finished = true;
+        self.shared.finished.store(true, Ordering::Release);
+        // Wake every waiting reader: there is nothing more to wait for.
+        for b in lock(&self.shared.table).ibufs.iter().flatten() {
+            b.unpark();
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.finish();
+        self.shared.writer.store(false, Ordering::Release);
+    }
+}
+
+/// A packet as a reader sees it, borrowed from the reader ([`Reader::next`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Delivered<'a> {
+    /// The stored bytes (at most the slot size). Under slow-reader preference they are the
+    /// PBuf slot itself (zero copy); under fast-reader preference a validated copy.
+    pub data: &'a [u8],
+    /// The length on the wire.
+    pub wire_len: u32,
+    /// When it was captured.
+    pub timestamp: Timestamp,
+    /// The link type of `data`.
+    pub link_type: LinkType,
+    /// The filter's result.
+    pub result: u32,
+    /// Where the packet was in the PBuf.
+    pub slot: SlotRef,
+    /// Packets of this reader overwritten just before this one (fast-reader preference).
+    pub lost_before: u64,
+}
+
+impl Delivered<'_> {
+    /// An owned copy.
+    pub fn to_owned(&self) -> OwnedPacket {
+        OwnedPacket {
+            data: self.data.to_vec(),
+            wire_len: self.wire_len,
+            timestamp: self.timestamp,
+            link_type: self.link_type,
+            result: self.result,
+            slot: self.slot,
+            lost_before: self.lost_before,
+        }
+    }
+}
+
+/// A packet copied out of the buffers ([`Reader::next_batch`], the iterators, callbacks).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedPacket {
+    /// The stored bytes (at most the slot size).
+    pub data: Vec<u8>,
+    /// The length on the wire.
+    pub wire_len: u32,
+    /// When it was captured.
+    pub timestamp: Timestamp,
+    /// The link type of `data`.
+    pub link_type: LinkType,
+    /// The filter's result.
+    pub result: u32,
+    /// Where the packet was in the PBuf.
+    pub slot: SlotRef,
+    /// Packets of this reader overwritten just before this one (fast-reader preference).
+    pub lost_before: u64,
+}
+
+/// A slot's header as read.
+#[derive(Clone, Copy)]
+struct Meta {
+    len: usize,
+    wire_len: u32,
+    timestamp: Timestamp,
+    link_type: LinkType,
+    result: u32,
+    slot: SlotRef,
+}
+
+fn decode_header(slot: &[AtomicU64], slot_size: u32) -> (usize, u32, Timestamp, LinkType) {
+    let lens = slot[1].load(Ordering::Relaxed);
+    let secs = slot[2].load(Ordering::Relaxed) as i64;
+    let tail = slot[3].load(Ordering::Relaxed);
+    // `min`: under fast-reader preference a torn header is possible (and rejected later);
+    // it must not send the copy out of the slot.
+    let len = ((lens >> 32) as usize).min(slot_size as usize);
+    (
+        len,
+        lens as u32,
+        Timestamp::new(secs, (tail >> 32) as u32),
+        LinkType(tail as u32),
+    )
+}
+
+/// A reader of a group: the application end of one flow, with its own IBuf ([`Group::add_reader`]).
+/// Dropping it unregisters it and releases its hold on the PBuf.
+pub struct Reader {
+    shared: Arc<Shared>,
+    ibuf: Arc<IBuf>,
+    id: ReaderId,
+    /// The private read cursor (≥ the released `R_i`) and its ring index.
+    r: u64,
+    r_index: usize,
+    /// `W_i` as last loaded.
+    w_cache: u64,
+    delivered: u64,
+    overwritten: u64,
+    /// Overwritten packets not yet reported in a `lost_before`.
+    lost_pending: u64,
+    /// Fast-reader preference: the validated copy `next` lends out.
+    scratch: Vec<u8>,
+    closed: bool,
+}
+
+impl fmt::Debug for Reader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reader")
+            .field("id", &self.id)
+            .field("r", &self.r)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// The result of trying to read one entry.
+enum Step {
+    /// Nothing to read.
+    Empty,
+    /// The entry or its slot was overwritten (counted).
+    Lost,
+    /// A packet; its bytes are in the slot (slow-reader preference) or in the destination
+    /// buffer (fast-reader preference).
+    Got(Meta),
+}
+
+impl Reader {
+    /// The reader's id (for [`Writer::deliver`]).
+    pub fn id(&self) -> ReaderId {
+        self.id
+    }
+
+    /// The capacity of the reader's IBuf.
+    pub fn capacity(&self) -> usize {
+        self.ibuf.entries.len()
+    }
+
+    /// The reader's counters.
+    pub fn stats(&self) -> ReaderStats {
+        self.ibuf.stats()
+    }
+
+    /// Entries appended and not read yet (as of now; under fast-reader preference at most the
+    /// IBuf capacity, some of which may turn out overwritten).
+    pub fn available(&mut self) -> usize {
+        self.w_cache = self.ibuf.writer.w.load(Ordering::Acquire);
+        (self.w_cache - self.r).min(self.ibuf.cap()) as usize
+    }
+
+    /// Whether the group's writer was dropped and this reader has read everything.
+    pub fn is_finished(&mut self) -> bool {
+        // Load the state first: entries appended before the writer finished are then visible.
+        self.shared.finished() && self.available() == 0
+    }
+
+    /// Read one entry; under fast-reader preference copy its bytes into `dst`.
+    #[inline]
+    fn step(&mut self, dst: &mut Vec<u8>) -> Step {
+        if self.r == self.w_cache {
+            self.w_cache = self.ibuf.writer.w.load(Ordering::Acquire);
+            if self.r == self.w_cache {
+                return Step::Empty;
+            }
+        }
+        let cap = self.ibuf.cap();
+        let frp = self.shared.pref == Preference::FastReader;
+        if frp && self.w_cache - self.r > cap {
+            // Fell more than a ring behind: skip to the oldest entry still there.
+            let skip = self.w_cache - cap - self.r;
+            self.lose(skip);
+            self.r += skip;
+            self.r_index = (self.r % cap) as usize;
+        }
+        let pos_r = self.r;
+        let e = &self.ibuf.entries[self.r_index];
+        self.r += 1;
+        self.r_index = if self.r_index + 1 == cap as usize {
+            0
+        } else {
+            self.r_index + 1
+        };
+        let t1 = e.tag.load(Ordering::Acquire);
+        let pos = e.pos.load(Ordering::Relaxed);
+        let meta = e.meta.load(Ordering::Relaxed);
+        let cap = e.cap.load(Ordering::Relaxed) as usize;
+        if frp {
+            fence(Ordering::Acquire);
+            let t2 = e.tag.load(Ordering::Relaxed);
+            if t1 != pos_r + 1 || t2 != t1 {
+                self.lose(1);
+                // The writer lapped us: look where it is now, to skip ahead in one step.
+                self.w_cache = self.ibuf.writer.w.load(Ordering::Acquire);
+                return Step::Lost;
+            }
+        }
+        let slot_ref = SlotRef {
+            seq: pos,
+            index: (meta >> 32) as u32,
+        };
+        let result = meta as u32;
+        let s = &*self.shared;
+        if slot_ref.index >= s.slots {
+            // Only a torn entry could say so, and torn entries were rejected above.
+            self.lose(1);
+            return Step::Lost;
+        }
+        let slot = s.slot(slot_ref.index);
+        if frp {
+            let s1 = slot[0].load(Ordering::Acquire);
+            if s1 != pos + 1 {
+                self.lose(1);
+                return Step::Lost;
+            }
+            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.slot_size);
+            let len = len.min(cap);
+            let words = &slot[HEADER_WORDS..HEADER_WORDS + len.div_ceil(8)];
+            dst.clear();
+            dst.resize(words.len() * 8, 0);
+            for (bytes, word) in dst.chunks_exact_mut(8).zip(words) {
+                bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+            }
+            dst.truncate(len);
+            fence(Ordering::Acquire);
+            if slot[0].load(Ordering::Relaxed) != s1 {
+                #[cfg(test)]
+                tests::TORN.fetch_add(1, Ordering::Relaxed);
+                self.lose(1);
+                return Step::Lost;
+            }
+            self.deliver_one();
+            Step::Got(Meta {
+                len,
+                wire_len,
+                timestamp,
+                link_type,
+                result,
+                slot: slot_ref,
+            })
+        } else {
+            debug_assert_eq!(slot[0].load(Ordering::Relaxed), pos + 1);
+            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.slot_size);
+            let len = len.min(cap);
+            self.deliver_one();
+            Step::Got(Meta {
+                len,
+                wire_len,
+                timestamp,
+                link_type,
+                result,
+                slot: slot_ref,
+            })
+        }
+    }
+
+    fn lose(&mut self, n: u64) {
+        self.overwritten += n;
+        self.lost_pending += n;
+        self.ibuf
+            .reader
+            .overwritten
+            .store(self.overwritten, Ordering::Relaxed);
+    }
+
+    fn deliver_one(&mut self) {
+        self.delivered += 1;
+        self.ibuf
+            .reader
+            .delivered
+            .store(self.delivered, Ordering::Relaxed);
+    }
+
+    /// The bytes of slot `index` under slow-reader preference.
+    fn slot_bytes(&self, index: u32, len: usize) -> &[u8] {
+        let slot = self.shared.slot(index);
+        let p = slot[HEADER_WORDS..].as_ptr() as *const u8;
+        // SAFETY: `p` points at the slot's data words, at least `slot_size >= len` bytes,
+        // initialised (atomics start at 0). Under slow-reader preference the writer does not
+        // write this slot while the entry naming it is unreleased: this reader releases it only
+        // in `release`, which takes `&mut self` and so cannot run while the returned borrow of
+        // `self` lives; dropping the reader (which releases the hold) cannot either. The
+        // writer's copy of the bytes happened before (its `Release` store of `W_i`, our
+        // `Acquire` load in `step`).
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+
+    /// The next packet, or `None` if none is available now. Under fast-reader preference,
+    /// overwritten packets are skipped (counted in [`ReaderStats::overwritten`] and in
+    /// [`Delivered::lost_before`]); the packet returned is never torn.
+    ///
+    /// The packet stays held (slow-reader preference: the writer will not reuse its slot) until
+    /// [`Reader::release`]; call it after a batch.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<Delivered<'_>> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let meta = loop {
+            match self.step(&mut scratch) {
+                Step::Empty => {
+                    self.scratch = scratch;
+                    return None;
+                }
+                Step::Lost => continue,
+                Step::Got(m) => break m,
+            }
+        };
+        self.scratch = scratch;
+        let lost_before = std::mem::take(&mut self.lost_pending);
+        let data = match self.shared.pref {
+            Preference::FastReader => &self.scratch[..],
+            Preference::SlowReader => self.slot_bytes(meta.slot.index, meta.len),
+        };
+        Some(Delivered {
+            data,
+            wire_len: meta.wire_len,
+            timestamp: meta.timestamp,
+            link_type: meta.link_type,
+            result: meta.result,
+            slot: meta.slot,
+            lost_before,
+        })
+    }
+
+    /// The next packet copied out, or `None` if none is available now (not released).
+    pub fn next_owned(&mut self) -> Option<OwnedPacket> {
+        let mut buf = Vec::new();
+        let meta = loop {
+            match self.step(&mut buf) {
+                Step::Empty => return None,
+                Step::Lost => continue,
+                Step::Got(m) => break m,
+            }
+        };
+        if self.shared.pref == Preference::SlowReader {
+            buf = self.slot_bytes(meta.slot.index, meta.len).to_vec();
+        }
+        Some(OwnedPacket {
+            data: buf,
+            wire_len: meta.wire_len,
+            timestamp: meta.timestamp,
+            link_type: meta.link_type,
+            result: meta.result,
+            slot: meta.slot,
+            lost_before: std::mem::take(&mut self.lost_pending),
+        })
+    }
+
+    /// Copy up to `max` available packets to the end of `out`, then [`Reader::release`] them;
+    /// returns how many were added.
+    pub fn next_batch(&mut self, max: usize, out: &mut Vec<OwnedPacket>) -> usize {
+        let mut n = 0;
+        while n < max {
+            match self.next_owned() {
+                Some(p) => {
+                    out.push(p);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        self.release();
+        n
+    }
+
+    /// Release everything read so far: the writer may reuse those entries and slots (slow-reader
+    /// preference). One `Release` store; call it per batch, not per packet.
+    pub fn release(&mut self) {
+        self.ibuf.reader.r.store(self.r, Ordering::Release);
+    }
+
+    /// Block until at least `n` packets are available (`n` is clamped to 1 ..= the IBuf
+    /// capacity), `timeout` passed, or the writer finished; returns the number available.
+    /// Packets read and not released stay held while waiting — release before waiting under
+    /// slow-reader preference, or the writer may stop at this reader.
+    pub fn wait_for(&mut self, n: usize, timeout: Duration) -> usize {
+        let deadline = Instant::now().checked_add(timeout);
+        self.wait_until(n, deadline, None)
+    }
+
+    fn wait_until(
+        &mut self,
+        n: usize,
+        deadline: Option<Instant>,
+        stop: Option<&AtomicBool>,
+    ) -> usize {
+        let n = n.clamp(1, self.capacity());
+        let avail = self.available();
+        if avail >= n || self.shared.finished() {
+            return avail;
+        }
+        let ibuf = Arc::clone(&self.ibuf);
+        *lock(&ibuf.thread) = Some(thread::current());
+        let target = self.r + n as u64;
+        ibuf.reader.wait_target.store(target, Ordering::SeqCst);
+        self.shared.sleepers.fetch_add(1, Ordering::SeqCst);
+        let avail = loop {
+            // Pairs with nothing on the writer side (see the module docs): RECHECK bounds a
+            // missed wake-up.
+            fence(Ordering::SeqCst);
+            let finished = self.shared.finished();
+            let avail = self.available();
+            if avail >= n || finished || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break avail;
+            }
+            let mut nap = RECHECK;
+            if let Some(d) = deadline {
+                let now = Instant::now();
+                if now >= d {
+                    break avail;
+                }
+                nap = nap.min(d - now);
+            }
+            if ibuf.reader.wait_target.load(Ordering::Relaxed) == 0 {
+                // The writer took the target when it woke us; set it again.
+                ibuf.reader.wait_target.store(target, Ordering::SeqCst);
+            }
+            thread::park_timeout(nap);
+        };
+        ibuf.reader.wait_target.store(0, Ordering::Relaxed);
+        self.shared.sleepers.fetch_sub(1, Ordering::SeqCst);
+        avail
+    }
+
+    /// A non-blocking iterator over the packets available now, copied out; it releases them
+    /// when dropped (and every 64 packets).
+    pub fn iter(&mut self) -> Iter<'_> {
+        Iter {
+            reader: self,
+            since_release: 0,
+        }
+    }
+
+    /// A blocking iterator: yields packets as they arrive and ends when the writer has finished
+    /// and everything was read. Releases every 64 packets and before it waits.
+    pub fn blocking_iter(&mut self) -> BlockingIter<'_> {
+        BlockingIter {
+            reader: self,
+            since_release: 0,
+        }
+    }
+
+    /// Hand the reader to a thread that calls `f` with every `n` packets (`n` clamped to 1 ..=
+    /// the IBuf capacity), or with what arrived (at least one packet) when `every` passed since
+    /// the last call, until [`Callbacks::stop`] or the writer finished (then a last call gets
+    /// the rest). Packets are released after each call.
+    pub fn on_every<F>(self, n: usize, every: Duration, f: F) -> Callbacks
+    where
+        F: FnMut(&[OwnedPacket]) + Send + 'static,
+    {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let handle = thread::spawn(move || {
+            let mut reader = self;
+            reader.run_callbacks(n, every, &stop2, f);
+            reader
+        });
+        Callbacks { stop, handle }
+    }
+
+    fn run_callbacks<F>(&mut self, n: usize, every: Duration, stop: &AtomicBool, mut f: F)
+    where
+        F: FnMut(&[OwnedPacket]),
+    {
+        let n = n.clamp(1, self.capacity());
+        let mut batch = Vec::with_capacity(n);
+        let mut last = Instant::now();
+        loop {
+            let deadline = last.checked_add(every);
+            let avail = self.wait_until(n, deadline, Some(stop));
+            let stopping = stop.load(Ordering::Relaxed);
+            let finished = self.shared.finished();
+            let due = deadline.is_some_and(|d| Instant::now() >= d);
+            if avail >= n || (avail > 0 && (due || finished)) {
+                batch.clear();
+                let take = if avail >= n { n } else { avail };
+                self.next_batch(take, &mut batch);
+                if !batch.is_empty() {
+                    f(&batch);
+                }
+                last = Instant::now();
+            } else if due {
+                last = Instant::now();
+            }
+            if stopping || (finished && self.available() == 0) {
+                break;
+            }
+        }
+    }
+
+    /// Unregister the reader and release its hold on the PBuf (what dropping it does).
+    pub fn close(mut self) {
+        self.unregister();
+    }
+
+    fn unregister(&mut self) {
+        if std::mem::replace(&mut self.closed, true) {
+            return;
+        }
+        let mut table = lock(&self.shared.table);
+        if let Some(slot) = table.ibufs.get_mut(self.id.index as usize)
+            && slot.as_ref().is_some_and(|b| b.serial == self.id.serial)
+        {
+            *slot = None;
+        }
+        self.shared.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.unregister();
+    }
+}
+
+/// A non-blocking iterator over available packets ([`Reader::iter`]).
+pub struct Iter<'a> {
+    reader: &'a mut Reader,
+    since_release: u32,
+}
+
+impl fmt::Debug for Iter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter")
+            .field("reader", &self.reader)
+            .finish()
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = OwnedPacket;
+
+    fn next(&mut self) -> Option<OwnedPacket> {
+        let p = self.reader.next_owned();
+        self.since_release += 1;
+        if p.is_none() || self.since_release >= 64 {
+            self.reader.release();
+            self.since_release = 0;
+        }
+        p
+    }
+}
+
+impl Drop for Iter<'_> {
+    fn drop(&mut self) {
+        self.reader.release();
+    }
+}
+
+/// A blocking iterator over packets until the writer finished ([`Reader::blocking_iter`]).
+pub struct BlockingIter<'a> {
+    reader: &'a mut Reader,
+    since_release: u32,
+}
+
+impl fmt::Debug for BlockingIter<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockingIter")
+            .field("reader", &self.reader)
+            .finish()
+    }
+}
+
+impl Iterator for BlockingIter<'_> {
+    type Item = OwnedPacket;
+
+    fn next(&mut self) -> Option<OwnedPacket> {
+        loop {
+            if let Some(p) = self.reader.next_owned() {
+                self.since_release += 1;
+                if self.since_release >= 64 {
+                    self.reader.release();
+                    self.since_release = 0;
+                }
+                return Some(p);
+            }
+            self.reader.release();
+            self.since_release = 0;
+            if self.reader.is_finished() {
+                return None;
+            }
+            self.reader.wait_until(1, None, None);
+        }
+    }
+}
+
+impl Drop for BlockingIter<'_> {
+    fn drop(&mut self) {
+        self.reader.release();
+    }
+}
+
+/// A reader driven by a callback thread ([`Reader::on_every`]).
+#[derive(Debug)]
+pub struct Callbacks {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Reader>,
+}
+
+impl Callbacks {
+    /// Stop the callbacks (after the current one) and get the reader back. If the callback
+    /// panicked, the panic is resumed here.
+    pub fn stop(self) -> Reader {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.thread().unpark();
+        self.join()
+    }
+
+    /// Wait until the callbacks end by themselves (the writer finished and everything was
+    /// delivered) and get the reader back.
+    pub fn join(self) -> Reader {
+        match self.handle.join() {
+            Ok(r) => r,
+            Err(e) => std::panic::resume_unwind(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads that found their slot overwritten after copying it (so tests can show that the
+    /// race they exercise happens).
+    pub(super) static TORN: AtomicU64 = AtomicU64::new(0);
+
+    /// The length of test packet `seq`: 16 ..= 215 bytes.
+    fn len_of(seq: u64) -> usize {
+        16 + (seq.wrapping_mul(7) % 200) as usize
+    }
+
+    /// Test packet `seq`: its number, then bytes that depend on it.
+    fn payload(seq: u64) -> Vec<u8> {
+        let mut v = vec![0; len_of(seq)];
+        v[..8].copy_from_slice(&seq.to_le_bytes());
+        for (i, b) in v[8..].iter_mut().enumerate() {
+            *b = (seq as u8).wrapping_mul(31).wrapping_add(i as u8);
+        }
+        v
+    }
+
+    /// The number of an intact test packet (cut to `snap` bytes), `None` if it is torn.
+    fn check(data: &[u8], snap: usize) -> Option<u64> {
+        let seq = u64::from_le_bytes(data.get(..8)?.try_into().ok()?);
+        let want = payload(seq);
+        (want[..want.len().min(snap)] == *data).then_some(seq)
+    }
+
+    fn pkt(data: &[u8]) -> Pkt<'_> {
+        Pkt {
+            data,
+            wire_len: data.len() as u32,
+            timestamp: Timestamp::new(data.len() as i64, 7),
+            link_type: LinkType::ETHERNET,
+        }
+    }
+
+    /// Burn a little CPU: a deliberately slow reader.
+    fn dawdle(n: u32) {
+        for i in 0..n {
+            std::hint::black_box(i);
+            std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn srp_single_thread_semantics() {
+        let g = Group::new(4, 64, Preference::SlowReader);
+        let (a, mut ra) = g.add_reader(16);
+        let (b, mut rb) = g.add_reader(16);
+        let mut w = g.writer().unwrap();
+        let p0 = payload(0);
+        let s0 = w.write(&pkt(&p0), &[(a, 10), (b, 20)]).unwrap();
+        assert_eq!((s0.seq(), s0.index(), s0.wrap(4)), (0, 0, 0));
+        w.write(&pkt(&payload(1)), &[(a, 11)]).unwrap();
+        let long = payload(12); // 100 bytes, cut to 64
+        assert_eq!(long.len(), 100);
+        w.write(&pkt(&long), &[(b, 22)]).unwrap();
+        assert_eq!(w.write(&pkt(&payload(3)), &[]), None, "nobody accepted it");
+        assert_eq!(g.stats().copies, 3);
+
+        let d = ra.next().unwrap();
+        assert_eq!((check(d.data, 64), d.result, d.slot), (Some(0), 10, s0));
+        assert_eq!(d.wire_len as usize, len_of(0));
+        assert_eq!(d.timestamp, Timestamp::new(len_of(0) as i64, 7));
+        assert_eq!(d.link_type, LinkType::ETHERNET);
+        let d = ra.next().unwrap();
+        assert_eq!(
+            (check(d.data, 64), d.result, d.slot.seq()),
+            (Some(1), 11, 1)
+        );
+        assert!(ra.next().is_none());
+        assert_eq!(rb.next().unwrap().result, 20);
+        let d = rb.next().unwrap();
+        assert_eq!((d.data.len(), d.wire_len, d.result), (64, 100, 22));
+        assert_eq!(check(d.data, 64), Some(12));
+
+        // Nothing released: the PBuf (4 slots) is full after one more packet.
+        assert!(w.write(&pkt(&payload(4)), &[(a, 1), (b, 1)]).is_some());
+        assert_eq!(w.write(&pkt(&payload(5)), &[(a, 1), (b, 1)]), None);
+        assert_eq!(g.stats().dropped, 1);
+        assert_eq!(ra.stats().dropped, 1);
+        assert_eq!(rb.stats().dropped, 1);
+        // A releases; B still holds slot 0 (its entry for packet 0 is unreleased).
+        ra.release();
+        assert_eq!(w.write(&pkt(&payload(6)), &[(a, 1)]), None);
+        assert_eq!(ra.stats().dropped, 2);
+        rb.release();
+        let s = w.write(&pkt(&payload(7)), &[(a, 7)]).unwrap();
+        assert_eq!((s.seq(), s.index(), s.wrap(4)), (4, 0, 1));
+        // The old reference to position 0 is stale now.
+        assert!(!w.deliver(b, s0, 0));
+        assert_eq!(rb.stats().dropped, 2);
+        let d = ra.next().unwrap();
+        assert_eq!((check(d.data, 64), d.result), (Some(4), 1));
+        let d = ra.next().unwrap();
+        assert_eq!((check(d.data, 64), d.result), (Some(7), 7));
+
+        // A full IBuf drops for that reader only.
+        let (c, mut rc) = g.add_reader(2);
+        ra.release();
+        assert_eq!(rb.next().map(|d| check(d.data, 64)), Some(Some(4)));
+        rb.release();
+        for i in 0..3 {
+            let s = w.write_packet(&pkt(&payload(100 + i))).unwrap();
+            assert_eq!(w.deliver(c, s, 0), i < 2);
+            assert!(w.deliver(a, s, 0));
+        }
+        assert_eq!(rc.stats().dropped, 1);
+        assert_eq!(rc.stats().appended, 2);
+        assert_eq!(rc.next().map(|d| check(d.data, 64)), Some(Some(100)));
+        drop(rc);
+        let s = w.write_packet(&pkt(&payload(9))).unwrap();
+        assert!(!w.deliver(c, s, 0), "removed reader");
+        assert!(!w.note_dropped(c));
+        assert_eq!(g.readers(), vec![a, b]);
+        assert_eq!(g.reader_stats(c), None);
+        assert_eq!(g.reader_stats(a).unwrap().appended, 7);
+    }
+
+    #[test]
+    fn a_slot_of_another_group_is_refused() {
+        let g1 = Group::new(4, 64, Preference::SlowReader);
+        let g2 = Group::new(4, 64, Preference::SlowReader);
+        let (id, r) = g1.add_reader(8);
+        let mut w1 = g1.writer().unwrap();
+        let mut w2 = g2.writer().unwrap();
+        w1.write_packet(&pkt(&payload(0))).unwrap();
+        w1.write_packet(&pkt(&payload(1))).unwrap();
+        let s1 = w1.write_packet(&pkt(&payload(2))).unwrap();
+        w2.write_packet(&pkt(&payload(0))).unwrap();
+        w2.write_packet(&pkt(&payload(1))).unwrap();
+        let s2 = w2.write_packet(&pkt(&payload(2))).unwrap();
+        assert_eq!(
+            s1, s2,
+            "same position, same index: indistinguishable, and harmless"
+        );
+        let forged = w2.write_packet(&pkt(&payload(3))).unwrap();
+        w1.write_packet(&pkt(&payload(3))).unwrap();
+        w1.write_packet(&pkt(&payload(4))).unwrap();
+        let mut odd = forged;
+        odd.index = 1; // position 3 lives in slot 3 of g1, not slot 1
+        assert!(!w1.deliver(id, odd, 0));
+        assert!(w1.deliver(id, forged, 0));
+        assert_eq!(r.stats().dropped, 1);
+        assert_eq!(ring_back(0, 1, 4), 3);
+        assert_eq!(ring_back(3, 3, 4), 0);
+        assert_eq!(ring_back(1, 4, 4), 1);
+    }
+
+    #[test]
+    fn writer_is_single() {
+        let g = Group::new(2, 8, Preference::FastReader);
+        let (id, mut r) = g.add_reader(4);
+        let mut w = g.writer().unwrap();
+        assert!(g.writer().is_none());
+        assert!(!g.is_finished());
+        w.finish();
+        assert!(g.is_finished() && r.is_finished());
+        assert!(
+            g.writer().is_none(),
+            "a finished writer is still the writer"
+        );
+        w.write(&pkt(&payload(0)), &[(id, 0)]).unwrap();
+        assert!(!g.is_finished() && !r.is_finished());
+        drop(w);
+        assert!(g.is_finished() && !r.is_finished());
+        assert!(r.next().is_some());
+        assert!(r.is_finished());
+        let _w = g.writer().unwrap();
+        assert!(!g.is_finished());
+    }
+
+    #[test]
+    fn a_new_writer_respects_what_readers_hold() {
+        let g = Group::new(2, 64, Preference::SlowReader);
+        let (id, mut r) = g.add_reader(8);
+        let mut w = g.writer().unwrap();
+        for i in 0..2 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        drop(w);
+        let mut w = g.writer().unwrap();
+        assert!(w.write(&pkt(&payload(2)), &[(id, 0)]).is_none());
+        assert_eq!(r.next().map(|d| check(d.data, 64)), Some(Some(0)));
+        r.release();
+        let s = w.write(&pkt(&payload(3)), &[(id, 0)]).unwrap();
+        assert_eq!((s.seq(), s.index()), (2, 0));
+        let got: Vec<_> = r.iter().map(|p| check(&p.data, 64).unwrap()).collect();
+        assert_eq!(got, vec![1, 3]);
+        assert_eq!(r.stats().dropped, 1);
+    }
+
+    #[test]
+    fn readers_share_one_copy() {
+        for pref in [Preference::SlowReader, Preference::FastReader] {
+            let g = Group::new(128, 256, pref);
+            let readers: Vec<_> = (0..8).map(|_| g.add_reader(128)).collect();
+            let to: Vec<_> = readers.iter().map(|(id, _)| (*id, id.index())).collect();
+            let mut w = g.writer().unwrap();
+            let slots: Vec<_> = (0..100)
+                .map(|i| w.write(&pkt(&payload(i)), &to).unwrap())
+                .collect();
+            let st = g.stats();
+            assert_eq!((st.copies, st.delivered, st.readers), (100, 0, 8));
+            for (id, mut r) in readers {
+                for (i, s) in slots.iter().enumerate() {
+                    let d = r.next().unwrap();
+                    assert_eq!(d.slot, *s);
+                    assert_eq!(d.result, id.index());
+                    assert_eq!(check(d.data, 256), Some(i as u64));
+                }
+                assert!(r.next().is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn srp_slow_reader_stalls_the_group_frp_does_not() {
+        for pref in [Preference::SlowReader, Preference::FastReader] {
+            let g = Group::new(8, 256, pref);
+            let (fast, mut rf) = g.add_reader(64);
+            let (slow, mut rs) = g.add_reader(64);
+            let mut w = g.writer().unwrap();
+            let mut got = Vec::new();
+            for i in 0..32 {
+                w.write(&pkt(&payload(i)), &[(fast, 1), (slow, 2)]);
+                // The fast reader keeps up; the slow one never reads.
+                while let Some(d) = rf.next() {
+                    got.push(check(d.data, 256).unwrap());
+                }
+                rf.release();
+            }
+            let (f, s) = (rf.stats(), rs.stats());
+            match pref {
+                Preference::SlowReader => {
+                    assert_eq!(got, (0..8).collect::<Vec<_>>());
+                    assert_eq!((f.delivered, f.dropped), (8, 24));
+                    assert_eq!((s.appended, s.dropped), (8, 24));
+                    assert_eq!(g.stats().dropped, 24);
+                }
+                Preference::FastReader => {
+                    assert_eq!(got, (0..32).collect::<Vec<_>>());
+                    assert_eq!((f.delivered, f.dropped, f.overwritten), (32, 0, 0));
+                    let mut late = Vec::new();
+                    let mut lost = 0;
+                    while let Some(d) = rs.next() {
+                        late.push(check(d.data, 256).unwrap());
+                        lost += d.lost_before;
+                    }
+                    assert_eq!(late, (24..32).collect::<Vec<_>>());
+                    let s = rs.stats();
+                    assert_eq!((s.delivered, s.overwritten, lost), (8, 24, 24));
+                    assert_eq!(g.stats().overwritten, 24);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn frp_reader_skips_ahead_in_its_ibuf() {
+        let g = Group::new(64, 256, Preference::FastReader);
+        let (id, mut r) = g.add_reader(4);
+        let mut w = g.writer().unwrap();
+        for i in 0..10 {
+            assert!(w.write(&pkt(&payload(i)), &[(id, 0)]).is_some());
+        }
+        assert_eq!(r.available(), 4);
+        let got: Vec<_> = r.iter().map(|p| check(&p.data, 256).unwrap()).collect();
+        assert_eq!(got, vec![6, 7, 8, 9]);
+        assert_eq!(r.stats().overwritten, 6);
+    }
+
+    #[test]
+    fn next_batch_and_iterators_release() {
+        let g = Group::new(4, 256, Preference::SlowReader);
+        let (id, mut r) = g.add_reader(4);
+        let mut w = g.writer().unwrap();
+        for i in 0..4 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        assert!(w.write(&pkt(&payload(4)), &[(id, 0)]).is_none());
+        let mut out = Vec::new();
+        assert_eq!(r.next_batch(3, &mut out), 3);
+        assert_eq!(out[2].data, payload(2));
+        // Released: three slots are free again.
+        for i in 5..8 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        let got: Vec<_> = r.iter().map(|p| check(&p.data, 256).unwrap()).collect();
+        assert_eq!(got, vec![3, 5, 6, 7]);
+        w.write(&pkt(&payload(8)), &[(id, 0)]).unwrap();
+        drop(w);
+        let got: Vec<_> = r
+            .blocking_iter()
+            .map(|p| check(&p.data, 256).unwrap())
+            .collect();
+        assert_eq!(got, vec![8]);
+        assert!(r.is_finished());
+        assert_eq!(r.stats().delivered + r.stats().dropped, 9);
+    }
+
+    /// The slow-reader check of a whole batch: every slot read and not released still holds
+    /// the packet that was read.
+    fn assert_held(r: &Reader, batch: &[(SlotRef, u64)]) {
+        for &(slot, seq) in batch {
+            let words = r.shared.slot(slot.index());
+            assert_eq!(
+                words[0].load(Ordering::Acquire),
+                slot.seq() + 1,
+                "overwritten"
+            );
+            let (len, ..) = decode_header(words, r.shared.slot_size);
+            assert_eq!(check(r.slot_bytes(slot.index(), len), 256), Some(seq));
+        }
+    }
+
+    fn srp_threaded(k: u64) {
+        let g = Group::new(32, 256, Preference::SlowReader);
+        let (id, mut r) = g.add_reader(32);
+        let mut w = g.writer().unwrap();
+        // Before the reader runs: 32 fit, the rest is dropped (deterministic).
+        for i in 0..100 {
+            w.write(&pkt(&payload(i)), &[(id, i as u32)]);
+        }
+        let reader = thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut batch = Vec::new();
+            loop {
+                while batch.len() < 16 {
+                    let Some(d) = r.next() else { break };
+                    let seq = check(d.data, 256).expect("torn packet under SRP");
+                    assert_eq!(d.result, seq as u32);
+                    batch.push((d.slot, seq));
+                    dawdle(300);
+                }
+                assert_held(&r, &batch);
+                seen.extend(batch.drain(..).map(|(_, s)| s));
+                r.release();
+                if r.is_finished() {
+                    break;
+                }
+                if r.available() == 0 {
+                    r.wait_for(1, Duration::from_secs(60));
+                }
+            }
+            (seen, r)
+        });
+        for i in 100..k {
+            w.write(&pkt(&payload(i)), &[(id, i as u32)]);
+        }
+        drop(w);
+        let (seen, r) = reader.join().unwrap();
+        assert!(seen.windows(2).all(|p| p[0] < p[1]), "out of order");
+        let st = r.stats();
+        assert_eq!(st.delivered, seen.len() as u64);
+        assert_eq!(st.delivered + st.dropped, k);
+        assert!(st.dropped >= 68);
+        assert_eq!(g.stats().dropped + g.stats().copies, k);
+        assert_eq!(st.overwritten, 0);
+    }
+
+    #[test]
+    fn srp_slow_reader_thread() {
+        srp_threaded(20_000);
+    }
+
+    fn frp_threaded(k: u64) {
+        // A PBuf as large as the run: only the slow reader's small IBuf overflows.
+        let g = Group::new(k as u32, 256, Preference::FastReader);
+        let (fast, mut rf) = g.add_reader(k as usize);
+        let (slow, mut rs) = g.add_reader(16);
+        let mut w = g.writer().unwrap();
+        let to = [(fast, 1), (slow, 2)];
+        for i in 0..64 {
+            w.write(&pkt(&payload(i)), &to).unwrap();
+        }
+        let fast_t = thread::spawn(move || {
+            let mut next = 0;
+            while !rf.is_finished() {
+                while let Some(d) = rf.next() {
+                    assert_eq!(check(d.data, 256), Some(next));
+                    next += 1;
+                }
+                rf.release();
+                rf.wait_for(64, Duration::from_secs(60));
+            }
+            (next, rf)
+        });
+        let slow_t = thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !rs.is_finished() {
+                while let Some(d) = rs.next() {
+                    seen.push(check(d.data, 256).expect("torn packet returned"));
+                    dawdle(2_000);
+                }
+                rs.release();
+                rs.wait_for(1, Duration::from_secs(60));
+            }
+            (seen, rs)
+        });
+        for i in 64..k {
+            // The writer never waits and never drops.
+            let s = w.write_packet(&pkt(&payload(i))).unwrap();
+            assert!(w.deliver(fast, s, 1));
+            assert!(w.deliver(slow, s, 2));
+        }
+        drop(w);
+        let (n, rf) = fast_t.join().unwrap();
+        let (seen, rs) = slow_t.join().unwrap();
+        assert_eq!(n, k);
+        let f = rf.stats();
+        assert_eq!((f.delivered, f.overwritten, f.dropped), (k, 0, 0));
+        assert!(seen.windows(2).all(|p| p[0] < p[1]), "out of order");
+        let s = rs.stats();
+        assert_eq!(s.delivered, seen.len() as u64);
+        assert_eq!(s.delivered + s.overwritten, k);
+        assert!(s.overwritten >= 48);
+        assert_eq!(s.dropped, 0);
+    }
+
+    #[test]
+    fn frp_fast_and_slow_reader_threads() {
+        frp_threaded(20_000);
+    }
+
+    fn frp_torn(k: u64) {
+        // Four slots: the writer laps the reader constantly, often mid-copy.
+        let g = Group::new(4, 256, Preference::FastReader);
+        let (id, mut r) = g.add_reader(k as usize);
+        let mut w = g.writer().unwrap();
+        for i in 0..16 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        let ib = Arc::clone(&r.ibuf);
+        let t = thread::spawn(move || {
+            let mut seen = Vec::new();
+            let mut lost = 0;
+            while !r.is_finished() {
+                while let Some(d) = r.next() {
+                    let seq = check(d.data, 256).expect("torn packet returned");
+                    assert_eq!(d.wire_len as usize, len_of(seq));
+                    assert_eq!(d.timestamp.secs() as usize, len_of(seq));
+                    lost += d.lost_before;
+                    seen.push(seq);
+                }
+                r.release();
+            }
+            (seen, lost, r)
+        });
+        for i in 16..k {
+            // Test pacing, not the buffer's: stay a few packets ahead of the reader, so that
+            // the slot it copies is often the one being rewritten.
+            while i > ib.reader.delivered.load(Ordering::Relaxed)
+                + ib.reader.overwritten.load(Ordering::Relaxed)
+                + 5
+            {
+                thread::yield_now();
+            }
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        drop(w);
+        let (seen, lost, r) = t.join().unwrap();
+        assert!(seen.windows(2).all(|p| p[0] < p[1]), "out of order");
+        let s = r.stats();
+        assert_eq!(s.delivered, seen.len() as u64);
+        assert_eq!(s.delivered + s.overwritten, k);
+        assert_eq!(
+            lost + k - 1 - seen.last().copied().unwrap_or(0),
+            s.overwritten
+        );
+        assert!(s.overwritten >= 12);
+        eprintln!(
+            "{} overwritten, {} of them detected after the copy (all tests so far)",
+            s.overwritten,
+            TORN.load(Ordering::Relaxed)
+        );
+    }
+
+    #[test]
+    fn frp_overwrite_during_read_is_detected() {
+        frp_torn(20_000);
+    }
+
+    #[test]
+    fn readers_added_and_removed_mid_stream() {
+        let g = Group::new(8, 256, Preference::SlowReader);
+        let (a, mut ra) = g.add_reader(64);
+        let mut w = g.writer().unwrap();
+        for i in 0..4 {
+            w.write(&pkt(&payload(i)), &[(a, 0)]).unwrap();
+        }
+        let (b, mut rb) = g.add_reader(64);
+        for i in 4..8 {
+            w.write(&pkt(&payload(i)), &[(a, 0), (b, 0)]).unwrap();
+        }
+        let got_b: Vec<_> = rb.iter().map(|p| check(&p.data, 256).unwrap()).collect();
+        assert_eq!(got_b, vec![4, 5, 6, 7]);
+        // A has not released anything: the PBuf is full because of A alone.
+        assert!(w.write(&pkt(&payload(8)), &[(b, 0)]).is_none());
+        assert_eq!(ra.next().map(|d| check(d.data, 256)), Some(Some(0)));
+        // Removing A releases its hold.
+        drop(ra);
+        assert!(w.write(&pkt(&payload(9)), &[(a, 0), (b, 0)]).is_some());
+        assert_eq!(rb.stats().appended, 5);
+        // A's index is reused with a new serial; the stale id is refused.
+        let (c, mut rc) = g.add_reader(64);
+        assert_eq!(c.index(), a.index());
+        assert_ne!(c, a);
+        let s = w.write_packet(&pkt(&payload(10))).unwrap();
+        assert!(!w.deliver(a, s, 0));
+        assert!(w.deliver(c, s, 0));
+        assert_eq!(rc.next().map(|d| check(d.data, 256)), Some(Some(10)));
+        assert_eq!(rc.stats().appended, 1);
+    }
+
+    fn churn_threaded(k: u64) {
+        let g = Group::new(256, 256, Preference::SlowReader);
+        let (a, ra) = g.add_reader(256);
+        let mut w = g.writer().unwrap();
+        let g2 = g.clone();
+        let writer = thread::spawn(move || {
+            let mut to = Vec::new();
+            for i in 0..k {
+                if i % 16 == 0 {
+                    to = g2.readers().into_iter().map(|id| (id, 0)).collect();
+                }
+                w.write(&pkt(&payload(i)), &to);
+            }
+        });
+        let reader_a = thread::spawn(move || {
+            let mut ra = ra;
+            let seen: Vec<_> = ra
+                .blocking_iter()
+                .map(|p| check(&p.data, 256).unwrap())
+                .collect();
+            (seen, ra)
+        });
+        // Readers come and go while the writer and reader A run.
+        for round in 0..20 {
+            let (_, mut r) = g.add_reader(64);
+            let mut seen = Vec::new();
+            while seen.len() < 20 && !r.is_finished() {
+                seen.extend(r.iter().map(|p| check(&p.data, 256).unwrap()));
+                thread::yield_now();
+            }
+            assert!(seen.windows(2).all(|p| p[0] < p[1]), "round {round}");
+            seen.extend(r.iter().map(|p| check(&p.data, 256).unwrap()));
+            let st = r.stats();
+            assert_eq!(st.delivered, seen.len() as u64);
+            // The writer may have appended more since the last drain.
+            assert!(st.appended >= st.delivered);
+        }
+        writer.join().unwrap();
+        let (seen, ra) = reader_a.join().unwrap();
+        assert!(seen.windows(2).all(|p| p[0] < p[1]));
+        let st = ra.stats();
+        assert_eq!(st.delivered + st.dropped, k);
+        assert_eq!(g.reader_stats(a), Some(st));
+    }
+
+    #[test]
+    fn readers_churn_while_writer_runs() {
+        churn_threaded(20_000);
+    }
+
+    #[test]
+    fn wait_for_wakes_times_out_and_ends() {
+        let g = Group::new(16, 64, Preference::SlowReader);
+        let (id, mut r) = g.add_reader(16);
+        let mut w = g.writer().unwrap();
+        let t0 = Instant::now();
+        assert_eq!(r.wait_for(1, Duration::from_millis(10)), 0);
+        assert!(t0.elapsed() >= Duration::from_millis(10));
+        let t = thread::spawn(move || {
+            let n = r.wait_for(5, Duration::from_secs(600));
+            (n, r)
+        });
+        for i in 0..5 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+            thread::yield_now();
+        }
+        let (n, mut r) = t.join().unwrap();
+        assert!(n >= 5);
+        // A finished writer ends every wait.
+        drop(w);
+        assert_eq!(r.wait_for(10, Duration::from_secs(600)), 5);
+        assert!(!r.is_finished());
+        r.iter().for_each(drop);
+        assert!(r.is_finished());
+    }
+
+    #[test]
+    fn callbacks_every_n_packets_and_every_t() {
+        // Every 10 packets; the rest when the writer finishes.
+        let g = Group::new(64, 64, Preference::SlowReader);
+        let (id, r) = g.add_reader(64);
+        let mut w = g.writer().unwrap();
+        for i in 0..25 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        drop(w);
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let s2 = Arc::clone(&sizes);
+        let cb = r.on_every(10, Duration::from_secs(3600), move |b| {
+            lock(&s2).push(b.len());
+        });
+        let r = cb.join();
+        assert_eq!(*lock(&sizes), vec![10, 10, 5]);
+        assert_eq!(r.stats().delivered, 25);
+
+        // Every 20 ms with what arrived.
+        let g = Group::new(64, 64, Preference::FastReader);
+        let (id, r) = g.add_reader(64);
+        let mut w = g.writer().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cb = r.on_every(10, Duration::from_millis(20), move |b| {
+            let seqs: Vec<_> = b.iter().map(|p| check(&p.data, 64).unwrap()).collect();
+            tx.send(seqs).unwrap();
+        });
+        for i in 0..3 {
+            w.write(&pkt(&payload(i)), &[(id, 0)]).unwrap();
+        }
+        let got = rx.recv_timeout(Duration::from_secs(600)).unwrap();
+        assert_eq!(got, vec![0, 1, 2]);
+        let r = cb.stop();
+        assert_eq!(r.stats().delivered, 3);
+        drop(w);
+    }
+}

@@ -1,0 +1,213 @@
+//! Filter classes and filters: the extension point of the framework.
+//!
+//! A [`FilterClass`] (`bpf`, `sampler`, `bytecount`, …) makes [`Filter`] instances from the
+//! arguments written in a graph (`(sampler,2,4)`); a filter sees each packet that reaches it
+//! and says whether the packet goes on ([`Verdict`]). Every instance has its own [`MBuf`] — the
+//! size is the optional last argument in the graph, in bytes — which the application can read
+//! while the flow runs. Sources (`device`, `file`, `gen`, `nic`) are classes too: their
+//! instances make packets instead of filtering them ([`Source`]).
+//!
+//! Add a class by implementing [`FilterClass`] and registering it in a [`Registry`]; `netsift
+//! flow --list-classes` prints the registry.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use netsift_capture::{LinkType, Packet, Timestamp};
+
+use crate::mbuf::MBuf;
+
+/// A packet as filters see it.
+#[derive(Clone, Copy, Debug)]
+pub struct Pkt<'a> {
+    /// The captured bytes (possibly cut by an upstream `snap`).
+    pub data: &'a [u8],
+    /// The length on the wire.
+    pub wire_len: u32,
+    /// When it was captured.
+    pub timestamp: Timestamp,
+    /// The link type of `data`.
+    pub link_type: LinkType,
+}
+
+/// What a filter does with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The packet stops here.
+    Drop,
+    /// The packet goes on to the next filters, with a result (recorded in the filter's IBuf:
+    /// a classification, a match position, a snap length) and optionally cut to `keep` bytes
+    /// for everything downstream (a BPF return value, `snap`).
+    Pass {
+        /// The filter's result for this packet.
+        result: u32,
+        /// Bytes kept for downstream filters and buffers (`None`: all).
+        keep: Option<u32>,
+    },
+}
+
+impl Verdict {
+    /// Pass with result 1, keeping the whole packet.
+    pub const PASS: Verdict = Verdict::Pass {
+        result: 1,
+        keep: None,
+    };
+}
+
+/// A filter instance.
+pub trait Filter: Send {
+    /// Process one packet; `mbuf` is this instance's persistent memory.
+    fn process(&mut self, pkt: &Pkt<'_>, mbuf: &MBuf) -> Verdict;
+
+    /// The input ended or the flow is closing: flush what is buffered (a `pcap` sink's file).
+    fn finish(&mut self, _mbuf: &MBuf) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A source instance: makes packets (a capture file, an interface, a generator, NIC queues).
+pub trait Source: Send {
+    /// The link type of the packets.
+    fn link_type(&self) -> LinkType;
+
+    /// The next packet, `Ok(None)` at the end of the input.
+    fn next_packet(&mut self) -> Result<Option<Packet>, String>;
+}
+
+/// What a class makes.
+pub enum Instance {
+    /// A filter.
+    Filter(Box<dyn Filter>),
+    /// A source.
+    Source(Box<dyn Source>),
+}
+
+impl fmt::Debug for Instance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Instance::Filter(_) => "Instance::Filter",
+            Instance::Source(_) => "Instance::Source",
+        })
+    }
+}
+
+/// One argument as written in the graph: the text (unquoted, escapes resolved) and whether it
+/// was a quoted string. An empty argument (`(bytecount,,8)`) is an empty text.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Arg {
+    /// The text.
+    pub text: String,
+    /// Written in double quotes.
+    pub quoted: bool,
+}
+
+impl Arg {
+    /// A bare argument.
+    pub fn bare(text: &str) -> Arg {
+        Arg {
+            text: text.to_string(),
+            quoted: false,
+        }
+    }
+
+    /// The argument as an unsigned number (decimal or `0x` hex).
+    pub fn number(&self) -> Option<u64> {
+        let t = self.text.trim();
+        match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => t.parse().ok(),
+        }
+    }
+}
+
+/// What a class needs to know to make an instance.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    /// The link type of the packets that will reach the instance (`None`: not known yet, e.g.
+    /// for sources).
+    pub link_type: Option<LinkType>,
+    /// The size of the instance's MBuf in bytes (a multiple of 8 once allocated).
+    pub mbuf_bytes: usize,
+}
+
+/// A filter class.
+pub trait FilterClass: Send + Sync {
+    /// The name used in graphs (`bpf`, `sampler`).
+    fn name(&self) -> &'static str;
+
+    /// One line for `--list-classes`.
+    fn about(&self) -> &'static str;
+
+    /// The arguments, for `--list-classes` and errors (`N [, MBUF]`).
+    fn usage(&self) -> &'static str;
+
+    /// Whether instances are sources.
+    fn is_source(&self) -> bool {
+        false
+    }
+
+    /// The number of arguments the class takes (without the MBuf size): a range. One more
+    /// argument than the maximum is the MBuf size in bytes.
+    fn arity(&self) -> (usize, usize);
+
+    /// Whether the class takes a variable list of arguments (patterns): then a trailing bare
+    /// number is the MBuf size even below the maximum arity (`(strsearch,"a","b",64)`).
+    fn variadic(&self) -> bool {
+        false
+    }
+
+    /// The MBuf bytes an instance needs at least (0: none); a smaller size in the graph is an
+    /// error.
+    fn min_mbuf(&self, _args: &[Arg]) -> usize {
+        0
+    }
+
+    /// A one-line summary of an instance's MBuf for reports (`netsift flow`): counters, the
+    /// busiest flows. `None`: nothing to say.
+    fn describe(&self, _mbuf: &MBuf) -> Option<String> {
+        None
+    }
+
+    /// Make an instance from `args` (the MBuf size already removed).
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, String>;
+}
+
+/// The classes a graph may use, by name.
+#[derive(Clone, Default)]
+pub struct Registry {
+    classes: BTreeMap<&'static str, Arc<dyn FilterClass>>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.classes.keys()).finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Add (or replace) a class.
+    pub fn register(&mut self, class: Arc<dyn FilterClass>) {
+        self.classes.insert(class.name(), class);
+    }
+
+    /// The class named `name` (case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn FilterClass>> {
+        self.classes.get(name).or_else(|| {
+            self.classes
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        })
+    }
+
+    /// Every class, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn FilterClass>> {
+        self.classes.values()
+    }
+}

@@ -1,0 +1,363 @@
+//! Sources: `file`, `gen` and `device`.
+//!
+//! - `(file, "path")`: the packets of a pcap or pcapng file ([`CaptureReader`]); the file is
+//!   opened and its header read at instantiation, so a missing or unreadable file is an error
+//!   there. A corrupt record later ends the input with an error from
+//!   [`Source::next_packet`].
+//! - `(gen, SEED, COUNT)`: exactly the packets of [`mixed_traffic`]`(SEED, COUNT)` (Ethernet),
+//!   generated on the first call of `next_packet`. `COUNT` is at most [`MAX_GEN`].
+//! - `(device, IFACE)`: live capture from a Linux interface with an `AF_PACKET` ring (default
+//!   settings: promiscuous, both directions, 256 KiB snap length). Opening needs `CAP_NET_RAW`;
+//!   the error says why opening failed. `next_packet` waits until a packet comes: a live
+//!   source never ends by itself (`NOTE:` the runtime stops it by not asking any more).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::time::Duration;
+
+use netsift_capture::generate::mixed_traffic;
+use netsift_capture::{CaptureReader, LinkType, Packet};
+
+use crate::class::{Arg, Context, FilterClass, Instance, Source};
+use crate::classes::{number_arg, text_arg};
+
+/// The most packets `gen` makes.
+pub const MAX_GEN: u64 = 10_000_000;
+
+/// The `file` source class.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FileClass;
+
+impl FilterClass for FileClass {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    fn about(&self) -> &'static str {
+        "source: the packets of a pcap or pcapng file"
+    }
+
+    fn usage(&self) -> &'static str {
+        "\"PATH\""
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+        let path = text_arg(self.name(), args, 0, "path")?;
+        let reader = CaptureReader::open(path)
+            .map_err(|e| format!("file: cannot read {path:?} (argument 1): {e}"))?;
+        Ok(Instance::Source(Box::new(FileSource {
+            reader,
+            path: path.to_string(),
+        })))
+    }
+}
+
+/// A `file` source.
+pub struct FileSource {
+    reader: CaptureReader<File>,
+    path: String,
+}
+
+impl std::fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileSource")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Source for FileSource {
+    fn link_type(&self) -> LinkType {
+        // A pcapng file without an interface before its first packet has no link type yet;
+        // Ethernet is the usual one.
+        self.reader.link_type().unwrap_or(LinkType::ETHERNET)
+    }
+
+    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+        match self.reader.next_packet() {
+            None => Ok(None),
+            Some(Ok(p)) => Ok(Some(p.to_owned())),
+            Some(Err(e)) => Err(format!("file {:?}: {e}", self.path)),
+        }
+    }
+}
+
+/// The `gen` source class.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GenClass;
+
+impl FilterClass for GenClass {
+    fn name(&self) -> &'static str {
+        "gen"
+    }
+
+    fn about(&self) -> &'static str {
+        "source: a reproducible generated mix of Ethernet traffic (TCP, UDP, ICMP, ARP, VLAN)"
+    }
+
+    fn usage(&self) -> &'static str {
+        "SEED, COUNT"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn arity(&self) -> (usize, usize) {
+        (2, 2)
+    }
+
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+        let seed = number_arg(self.name(), args, 0, "SEED", 0, u64::MAX)?;
+        let count = number_arg(self.name(), args, 1, "COUNT", 0, MAX_GEN)?;
+        Ok(Instance::Source(Box::new(GenSource {
+            seed,
+            count: count as usize,
+            packets: None,
+        })))
+    }
+}
+
+/// A `gen` source.
+#[derive(Debug)]
+pub struct GenSource {
+    seed: u64,
+    count: usize,
+    packets: Option<std::vec::IntoIter<Packet>>,
+}
+
+impl Source for GenSource {
+    fn link_type(&self) -> LinkType {
+        LinkType::ETHERNET
+    }
+
+    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+        let (seed, count) = (self.seed, self.count);
+        Ok(self
+            .packets
+            .get_or_insert_with(|| mixed_traffic(seed, count).into_iter())
+            .next())
+    }
+}
+
+/// The `device` source class.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceClass;
+
+/// Check an interface name as Linux does (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`,
+/// no `/`, `:` or white space.
+pub fn check_iface(name: &str) -> Result<(), String> {
+    let why = if name.is_empty() {
+        Some("is empty")
+    } else if name.len() > 15 {
+        Some("is longer than 15 bytes")
+    } else if name == "." || name == ".." {
+        Some("is not a name")
+    } else if name
+        .chars()
+        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
+        Some("contains '/', ':' or white space")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(format!(
+            "device: argument 1 (IFACE) {name:?} {why}: not an interface name"
+        )),
+        None => Ok(()),
+    }
+}
+
+impl FilterClass for DeviceClass {
+    fn name(&self) -> &'static str {
+        "device"
+    }
+
+    fn about(&self) -> &'static str {
+        "source: live capture from a network interface (AF_PACKET)"
+    }
+
+    fn usage(&self) -> &'static str {
+        "IFACE"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+        let Some(arg) = args.first() else {
+            return Err("device: argument 1 (IFACE) is missing".to_string());
+        };
+        let name = arg.text.trim();
+        check_iface(name)?;
+        open_device(name)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn open_device(name: &str) -> Result<Instance, String> {
+    use netsift_capture::live::{AfPacket, AfPacketConfig};
+
+    let src = AfPacket::open(name, &AfPacketConfig::default())
+        .map_err(|e| format!("device: cannot capture on {name:?} (argument 1): {e}"))?;
+    Ok(Instance::Source(Box::new(DeviceSource {
+        src,
+        queue: VecDeque::new(),
+    })))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_device(name: &str) -> Result<Instance, String> {
+    Err(format!(
+        "device: cannot capture on {name:?}: live capture needs Linux"
+    ))
+}
+
+/// A `device` source: packets of an `AF_PACKET` ring, copied out in batches.
+#[cfg(target_os = "linux")]
+pub struct DeviceSource {
+    src: netsift_capture::live::AfPacket,
+    queue: VecDeque<Packet>,
+}
+
+#[cfg(target_os = "linux")]
+impl std::fmt::Debug for DeviceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use netsift_capture::live::Source as _;
+        f.debug_struct("DeviceSource")
+            .field("src", &self.src.describe())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Source for DeviceSource {
+    fn link_type(&self) -> LinkType {
+        use netsift_capture::live::Source as _;
+        self.src.link_type()
+    }
+
+    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+        use netsift_capture::live::{Flow, Source as _};
+        // PERF: one copy per packet out of the ring; the runtime copies into the PBuf again.
+        while self.queue.is_empty() {
+            let queue = &mut self.queue;
+            self.src
+                .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
+                    queue.push_back(p.to_owned());
+                    Flow::Continue
+                })
+                .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
+        }
+        Ok(self.queue.pop_front())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use netsift_capture::PcapWriter;
+    use netsift_capture::Precision;
+
+    use super::*;
+    use crate::classes::testutil::{bare, quoted};
+
+    fn source(class: &dyn FilterClass, args: &[Arg]) -> Box<dyn Source> {
+        match class.instantiate(args, &Context::default()) {
+            Ok(Instance::Source(s)) => s,
+            Ok(Instance::Filter(_)) => panic!("a filter"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn error(class: &dyn FilterClass, args: &[Arg]) -> String {
+        match class.instantiate(args, &Context::default()) {
+            Ok(_) => panic!("accepted {args:?}"),
+            Err(e) => e,
+        }
+    }
+
+    fn drain(s: &mut dyn Source) -> Vec<Packet> {
+        let mut v = Vec::new();
+        while let Some(p) = s.next_packet().unwrap() {
+            v.push(p);
+        }
+        v
+    }
+
+    #[test]
+    fn gen_is_mixed_traffic() {
+        assert!(GenClass.is_source());
+        let mut s = source(&GenClass, &bare(&["7", "250"]));
+        assert_eq!(s.link_type(), LinkType::ETHERNET);
+        assert_eq!(drain(s.as_mut()), mixed_traffic(7, 250));
+        assert_eq!(s.next_packet(), Ok(None));
+        assert_eq!(
+            error(&GenClass, &bare(&["1", "x"])),
+            "gen: argument 2 (COUNT) must be a whole number from 0 to 10000000, not \"x\""
+        );
+        assert!(error(&GenClass, &bare(&["-1", "3"])).contains("argument 1 (SEED)"));
+    }
+
+    #[test]
+    fn file_reads_what_was_written() {
+        let path =
+            std::env::temp_dir().join(format!("netsift-graph-{}-src.pcap", std::process::id()));
+        let pkts = mixed_traffic(3, 100);
+        let mut w = PcapWriter::new(
+            File::create(&path).unwrap(),
+            LinkType::ETHERNET,
+            0,
+            Precision::Nano,
+        )
+        .unwrap();
+        for p in &pkts {
+            w.write_packet(&p.as_ref()).unwrap();
+        }
+        w.flush().unwrap();
+        let mut s = source(&FileClass, &[quoted(path.to_str().unwrap())]);
+        assert_eq!(s.link_type(), LinkType::ETHERNET);
+        assert_eq!(drain(s.as_mut()), pkts);
+        std::fs::remove_file(&path).unwrap();
+        let e = error(&FileClass, &[quoted("/nonexistent/trace.pcap")]);
+        assert!(
+            e.starts_with("file: cannot read \"/nonexistent/trace.pcap\" (argument 1): "),
+            "{e}"
+        );
+        assert_eq!(
+            error(&FileClass, &[quoted(" ")]),
+            "file: argument 1 (path) is empty"
+        );
+    }
+
+    #[test]
+    fn device_argument_errors() {
+        assert!(DeviceClass.is_source());
+        assert_eq!(
+            error(&DeviceClass, &bare(&[""])),
+            "device: argument 1 (IFACE) \"\" is empty: not an interface name"
+        );
+        assert!(error(&DeviceClass, &bare(&["averyveryverylongname"])).contains("15 bytes"));
+        assert!(error(&DeviceClass, &bare(&["eth0/1"])).contains("'/'"));
+        assert!(error(&DeviceClass, &[]).contains("missing"));
+        // A valid name of no interface: an error whatever the privileges (no traffic).
+        let e = error(&DeviceClass, &bare(&["nsnoif0"]));
+        assert!(
+            e.starts_with("device: cannot capture on \"nsnoif0\" (argument 1): "),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,365 @@
+//! The instantiated filter graph: filter instances shared between flows by prefix merging,
+//! and the per-packet pass through them.
+//!
+//! Every filter of every flow becomes a [`Node`] keyed by what determines its behaviour: its
+//! class, its arguments, its MBuf size and the nodes upstream of it. A flow whose filter has
+//! the same key as an existing node uses that node (the paper's Fig. 3: two flows starting
+//! `(device,eth0) -> (sampler,2,4)` share one sampler); a filter with different arguments, or
+//! the same filter behind different upstream nodes, is a new node. Nodes are counted by the
+//! flows that use them and destroyed (after [`Filter::finish`]) when the last one leaves —
+//! adding or removing a flow never touches the nodes other flows use.
+//!
+//! Nodes are numbered in creation order and a node's upstream nodes always exist before it, so
+//! id order is a topological order: a packet from source `s` is pushed through the graph by one
+//! scan over the nodes, each filter running when one of its upstream nodes passed the packet
+//! (a stage's filters are joined: a packet two of them pass reaches the next stage once).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use netsift_capture::{LinkType, Packet};
+
+use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Source, Verdict};
+use crate::mbuf::MBuf;
+
+/// The index of a node.
+pub type NodeId = usize;
+
+/// What a node is.
+pub enum Body {
+    /// A source; `None` once its input ended (or while a runtime thread owns it).
+    Source(Option<Box<dyn Source>>),
+    /// A filter.
+    Filter(Box<dyn Filter>),
+}
+
+/// A filter instance (or a source) in the graph.
+pub struct Node {
+    /// Its class.
+    pub class: Arc<dyn FilterClass>,
+    /// The arguments it was made with.
+    pub args: Vec<Arg>,
+    /// Its persistent memory.
+    pub mbuf: MBuf,
+    /// The nodes whose packets it sees (sorted; empty for sources).
+    pub upstream: Vec<NodeId>,
+    /// The link type of the packets it sees (or makes).
+    pub link_type: LinkType,
+    /// The instance.
+    pub body: Body,
+    /// How many flows use it.
+    pub users: usize,
+    /// Packets it saw.
+    pub seen: u64,
+    /// Packets it passed (for sources: made).
+    pub passed: u64,
+}
+
+/// What makes two filters the same instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    class: &'static str,
+    args: Vec<Arg>,
+    mbuf: usize,
+    upstream: Vec<NodeId>,
+}
+
+/// A filter to place: its class, arguments and MBuf size.
+#[derive(Clone)]
+pub struct Spec {
+    /// The class.
+    pub class: Arc<dyn FilterClass>,
+    /// The arguments (without the MBuf size).
+    pub args: Vec<Arg>,
+    /// MBuf bytes.
+    pub mbuf: usize,
+}
+
+/// The instantiated graph.
+#[derive(Default)]
+pub struct Dataflow {
+    nodes: Vec<Option<Node>>,
+    index: HashMap<Key, NodeId>,
+    /// Scratch per node for one packet: `(result, bytes)` of a node that passed it.
+    passed: Vec<Option<(u32, usize)>>,
+    /// Bumped whenever a node may have been added, removed or changed, or a source ended
+    /// ([`Dataflow::generation`]).
+    generation: u64,
+}
+
+/// The result of one packet at a node that passed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Passed {
+    /// The filter's result.
+    pub result: u32,
+    /// The bytes kept (after `snap`s and BPF snap lengths upstream).
+    pub len: usize,
+}
+
+impl Dataflow {
+    /// An empty graph.
+    pub fn new() -> Dataflow {
+        Dataflow::default()
+    }
+
+    /// The node `id`, if it exists.
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id).and_then(Option::as_ref)
+    }
+
+    /// The node `id`, mutably.
+    pub fn node_mut(&mut self, id: NodeId) -> Option<&mut Node> {
+        self.generation += 1;
+        self.nodes.get_mut(id).and_then(Option::as_mut)
+    }
+
+    /// A counter that changes whenever the set of nodes or of live sources may have changed
+    /// (so that a list of [`Dataflow::live_sources`] can be cached).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Every live node with its id, in id (topological) order.
+    pub fn nodes(&self) -> impl Iterator<Item = (NodeId, &Node)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.as_ref().map(|n| (i, n)))
+    }
+
+    /// The number of live nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.iter().flatten().count()
+    }
+
+    /// Whether there is no node.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Place the stages of a flow (the first of sources), reusing nodes with the same key, and
+    /// count the flow as a user of every node it uses. Returns the node of every filter, per
+    /// stage and in order (two identical filters of one stage are one node, listed twice). On
+    /// an error nothing is left behind.
+    pub fn add_flow(&mut self, stages: &[Vec<Spec>]) -> Result<Vec<Vec<NodeId>>, (usize, String)> {
+        self.generation += 1;
+        let mut placed: Vec<Vec<NodeId>> = Vec::new();
+        let mut created: Vec<NodeId> = Vec::new();
+        let result = (|| {
+            for (si, stage) in stages.iter().enumerate() {
+                let upstream: Vec<NodeId> = placed.last().cloned().unwrap_or_default();
+                let mut ids = Vec::new();
+                for (fi, spec) in stage.iter().enumerate() {
+                    let mut up = upstream.clone();
+                    up.sort_unstable();
+                    up.dedup();
+                    let key = Key {
+                        class: spec.class.name(),
+                        args: spec.args.clone(),
+                        mbuf: spec.mbuf,
+                        upstream: up.clone(),
+                    };
+                    let at = stages[..si].iter().map(Vec::len).sum::<usize>() + fi;
+                    let id = match self.index.get(&key) {
+                        Some(&id) => id,
+                        None => {
+                            let node = self.make(spec, up).map_err(|e| (at, e))?;
+                            let id = self.nodes.len();
+                            self.nodes.push(Some(node));
+                            self.index.insert(key, id);
+                            created.push(id);
+                            id
+                        }
+                    };
+                    ids.push(id);
+                }
+                placed.push(ids);
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            for id in created.into_iter().rev() {
+                self.destroy(id);
+            }
+            return Err(e);
+        }
+        let mut users: Vec<NodeId> = placed.iter().flatten().copied().collect();
+        users.sort_unstable();
+        users.dedup();
+        for id in users {
+            if let Some(n) = self.node_mut(id) {
+                n.users += 1;
+            }
+        }
+        Ok(placed)
+    }
+
+    fn make(&mut self, spec: &Spec, upstream: Vec<NodeId>) -> Result<Node, String> {
+        // The link type is the upstream nodes' (which must agree).
+        let mut link_type = None;
+        for &u in &upstream {
+            let lt = self.node(u).map(|n| n.link_type);
+            match (link_type, lt) {
+                (None, lt) => link_type = lt,
+                (Some(a), Some(b)) if a != b => {
+                    return Err(format!(
+                        "its upstream filters see different link types ({a} and {b})"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let ctx = Context {
+            link_type,
+            mbuf_bytes: spec.mbuf.div_ceil(8) * 8,
+        };
+        let instance = spec.class.instantiate(&spec.args, &ctx)?;
+        let (body, link_type) = match instance {
+            Instance::Source(s) => {
+                let lt = s.link_type();
+                (Body::Source(Some(s)), lt)
+            }
+            Instance::Filter(f) => (Body::Filter(f), link_type.unwrap_or(LinkType::ETHERNET)),
+        };
+        Ok(Node {
+            class: Arc::clone(&spec.class),
+            args: spec.args.clone(),
+            mbuf: MBuf::new(spec.mbuf),
+            upstream,
+            link_type,
+            body,
+            users: 0,
+            seen: 0,
+            passed: 0,
+        })
+    }
+
+    /// A flow stopped using `ids`: nodes nobody uses any more are finished and destroyed
+    /// (returns the errors of their `finish`).
+    pub fn release(&mut self, ids: &[NodeId]) -> Vec<String> {
+        let mut ids: Vec<NodeId> = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut errors = Vec::new();
+        // Downstream first: a node is destroyed after the nodes that read from it.
+        for &id in ids.iter().rev() {
+            let Some(n) = self.node_mut(id) else { continue };
+            n.users = n.users.saturating_sub(1);
+            if n.users == 0 {
+                if let Body::Filter(f) = &mut n.body
+                    && let Err(e) = f.finish(&n.mbuf)
+                {
+                    errors.push(format!("{}: {e}", n.class.name()));
+                }
+                self.destroy(id);
+            }
+        }
+        errors
+    }
+
+    fn destroy(&mut self, id: NodeId) {
+        self.generation += 1;
+        if let Some(slot) = self.nodes.get_mut(id) {
+            *slot = None;
+            self.index.retain(|_, v| *v != id);
+        }
+    }
+
+    /// Finish every filter (end of input); returns the errors.
+    pub fn finish_all(&mut self) -> Vec<String> {
+        let mut errors = Vec::new();
+        for n in self.nodes.iter_mut().flatten() {
+            if let Body::Filter(f) = &mut n.body
+                && let Err(e) = f.finish(&n.mbuf)
+            {
+                errors.push(format!("{}: {e}", n.class.name()));
+            }
+        }
+        errors
+    }
+
+    /// Take the next packet of source `id` (`Ok(None)` at its end, or when `id` is not a
+    /// source with input left).
+    pub fn next_from(&mut self, id: NodeId) -> Result<Option<Packet>, String> {
+        // Not `node_mut`: taking a packet does not change the graph.
+        let Some(n) = self.nodes.get_mut(id).and_then(Option::as_mut) else {
+            return Ok(None);
+        };
+        let Body::Source(Some(src)) = &mut n.body else {
+            return Ok(None);
+        };
+        match src.next_packet()? {
+            Some(p) => {
+                n.passed += 1;
+                Ok(Some(p))
+            }
+            None => {
+                n.body = Body::Source(None);
+                self.generation += 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The sources with input left.
+    pub fn live_sources(&self) -> Vec<NodeId> {
+        self.nodes()
+            .filter(|(_, n)| matches!(n.body, Body::Source(Some(_))))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Push one packet from source `src` through the graph. Afterwards [`Dataflow::passed`]
+    /// says, for any node, whether and how it passed the packet.
+    // PERF: inlined into the capture loop, so that the packet's fields stay in registers (an
+    // 8-byte load of `wire_len` and `link_type` right after two 4-byte stores of them made the
+    // CPU wait for the stores to retire: the hottest instruction of the pass).
+    #[inline]
+    pub fn process(&mut self, src: NodeId, pkt: &Pkt<'_>) {
+        // PERF: every entry after `src` is written in the loop below, so only the entries up
+        // to `src` are cleared here (the scratch is not re-filled per packet).
+        let nodes = self.nodes.len();
+        self.passed.resize(nodes, None);
+        if src >= nodes {
+            self.passed.fill(None);
+            return;
+        }
+        self.passed[..src].fill(None);
+        self.passed[src] = Some((0, pkt.data.len()));
+        for i in src + 1..nodes {
+            self.passed[i] = None;
+            let Some(n) = self.nodes[i].as_mut() else {
+                continue;
+            };
+            let Body::Filter(f) = &mut n.body else {
+                continue;
+            };
+            let mut len = None;
+            for &u in &n.upstream {
+                if let Some((_, l)) = self.passed[u] {
+                    len = Some(len.map_or(l, |m: usize| m.max(l)));
+                }
+            }
+            let Some(len) = len else { continue };
+            n.seen += 1;
+            let view = Pkt {
+                data: &pkt.data[..len.min(pkt.data.len())],
+                ..*pkt
+            };
+            if let Verdict::Pass { result, keep } = f.process(&view, &n.mbuf) {
+                n.passed += 1;
+                let out = keep.map_or(len, |k| len.min(k as usize));
+                self.passed[i] = Some((result, out));
+            }
+        }
+    }
+
+    /// Whether node `id` passed the last packet, with its result and kept length.
+    pub fn passed(&self, id: NodeId) -> Option<Passed> {
+        self.passed
+            .get(id)
+            .copied()
+            .flatten()
+            .map(|(result, len)| Passed { result, len })
+    }
+}

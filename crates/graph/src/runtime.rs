@@ -1,0 +1,723 @@
+//! Flows, their life cycle, flow groups, and the capture loop (FFPF §2.1, §2.4, §3).
+//!
+//! A flow goes through the paper's life cycle:
+//!
+//! 1. **create** ([`Runtime::create`]): the graph text is parsed and checked against the
+//!    classes (errors point at the offending token);
+//! 2. **instantiate** ([`Runtime::instantiate`]): the authorisation policy is checked over the
+//!    whole graph (the decision is logged), then the filters are placed in the shared graph —
+//!    identical prefixes of different flows are one set of instances ([`crate::dataflow`]);
+//! 3. **activate** ([`Runtime::activate`]): the flow gets its reader (its IBuf) in its flow
+//!    group and starts receiving; **pause** / **resume** stop and restart delivery;
+//! 4. **close** ([`Runtime::close`]): the flow's instances nobody else uses are finished and
+//!    destroyed and its buffers freed. A flow whose reader was dropped (its owner went away) is
+//!    closed by the runtime the same way.
+//!
+//! Flows with the same group name share one PBuf: a packet accepted by any flow of the group is
+//! copied into it once, and each accepting flow gets an IBuf entry (slot, result). Each group
+//! has its own buffer-management policy (slow- or fast-reader preference).
+//!
+//! The capture loop ([`Runtime::step`], [`Runtime::run`]) takes packets from the sources in
+//! turn, pushes each through the graph once for all flows, and writes it to the groups of the
+//! flows whose last stage passed it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use netsift_capture::{LinkType, Packet};
+
+use crate::buffer::{Group, Preference, Reader, ReaderId, Writer};
+use crate::class::{Pkt, Registry};
+use crate::dataflow::{Dataflow, NodeId, Spec};
+use crate::dot::{self, FlowLabel};
+use crate::lang::{self, FilterSpec, FlowSpec, ResolvedFilter, Span, Stage};
+use crate::mbuf::MBuf;
+use crate::policy::Policy;
+
+/// One delivery of the current packet: the reader, its result, the bytes it sees.
+type Delivery = (ReaderId, u32, u32);
+
+/// A flow's number, unique in a runtime.
+pub type FlowId = u64;
+
+/// Where a flow is in its life cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowState {
+    /// Parsed and checked.
+    Created,
+    /// Authorised and placed in the graph.
+    Instantiated,
+    /// Receiving packets.
+    Active,
+    /// Placed, with delivery stopped.
+    Paused,
+}
+
+/// How a flow is created.
+#[derive(Clone, Debug)]
+pub struct FlowOptions {
+    /// Who asks (checked by the policy).
+    pub user: String,
+    /// The flow group: flows with the same group share a PBuf (default: one group per user).
+    pub group: Option<String>,
+    /// The group's buffer policy (taken from the group's first flow).
+    pub preference: Preference,
+    /// PBuf slots of the group (taken from the group's first flow).
+    pub slots: u32,
+    /// Bytes per PBuf slot (packets are cut to it).
+    pub slot_size: u32,
+    /// IBuf entries of the flow.
+    pub ibuf: usize,
+    /// The flow's callback period in packets, if it asks for callbacks (checked by the policy).
+    pub callback_every: Option<u64>,
+    /// The source a flow without one starts from (a filter of a source class, e.g. `(file,
+    /// "x.pcap")`).
+    pub default_source: Option<FilterSpec>,
+}
+
+impl Default for FlowOptions {
+    fn default() -> FlowOptions {
+        FlowOptions {
+            user: "nobody".into(),
+            group: None,
+            preference: Preference::SlowReader,
+            slots: 4096,
+            slot_size: 2048,
+            ibuf: 4096,
+            callback_every: None,
+            default_source: None,
+        }
+    }
+}
+
+/// Why a flow could not be created, authorised, placed or changed; `Display` renders the flow
+/// text with a caret where a position is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowError {
+    message: String,
+}
+
+impl FlowError {
+    fn new(message: impl Into<String>) -> FlowError {
+        FlowError {
+            message: message.into(),
+        }
+    }
+
+    /// The whole message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for FlowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for FlowError {}
+
+struct Flow {
+    text: String,
+    spec: FlowSpec,
+    resolved: Vec<ResolvedFilter>,
+    opts: FlowOptions,
+    state: FlowState,
+    /// Node of every filter, in the order of the text (after `instantiate`).
+    nodes: Vec<NodeId>,
+    /// Nodes of the last stage.
+    ends: Vec<NodeId>,
+    group: String,
+    reader: Option<ReaderId>,
+}
+
+struct GroupEntry {
+    group: Group,
+    /// The index of the capture loop's end of the buffers in [`Runtime::writers`].
+    slot: usize,
+}
+
+/// Where the packets of an active flow go (the delivery plan, [`Runtime::push`]).
+struct Target {
+    /// The nodes of the flow's last stage.
+    ends: Vec<NodeId>,
+    reader: ReaderId,
+    /// The flow's group's index in [`Runtime::writers`].
+    slot: usize,
+}
+
+/// Counters of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Packets taken from the sources.
+    pub packets: u64,
+    /// Packets some flow accepted.
+    pub accepted: u64,
+    /// Copies into PBufs (one per group per accepted packet).
+    pub copies: u64,
+}
+
+/// The FFPF runtime: the registry of classes, the policy, the shared graph, the flows and
+/// their groups.
+pub struct Runtime {
+    registry: Registry,
+    policy: Policy,
+    graph: Dataflow,
+    flows: BTreeMap<FlowId, Flow>,
+    groups: HashMap<String, GroupEntry>,
+    next_id: FlowId,
+    log: Vec<String>,
+    cursor: usize,
+    stats: RunStats,
+    /// The capture loop's end of each group's buffers, indexed by [`GroupEntry::slot`]; `None`
+    /// once the group is gone or the input ended (readers then see the end).
+    writers: Vec<Option<Writer>>,
+    /// The delivery plan: the active flows with a reader, in flow order. `None`: rebuild it
+    /// before the next packet (a flow was activated, paused, resumed or closed).
+    // PERF: the per-packet pass used to walk the flow map and key the per-group scratch by the
+    // group's name (a String clone and two hash lookups per accepting flow).
+    plan: Option<Vec<Target>>,
+    /// Scratch, per writer slot: the readers that accepted the current packet, and the bytes
+    /// kept.
+    to: Vec<(Vec<Delivery>, usize)>,
+    /// Scratch: the writer slots with readers in `to`, in the order they were first touched.
+    touched: Vec<usize>,
+    /// The live sources as of graph generation `.0` ([`Dataflow::generation`]).
+    sources: Option<(u64, Vec<NodeId>)>,
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("flows", &self.flows.len())
+            .field("nodes", &self.graph.len())
+            .field("groups", &self.groups.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A runtime with `registry`'s classes and `policy`.
+    pub fn new(registry: Registry, policy: Policy) -> Runtime {
+        Runtime {
+            registry,
+            policy,
+            graph: Dataflow::new(),
+            flows: BTreeMap::new(),
+            groups: HashMap::new(),
+            next_id: 1,
+            log: Vec::new(),
+            cursor: 0,
+            stats: RunStats::default(),
+            writers: Vec::new(),
+            plan: None,
+            to: Vec::new(),
+            touched: Vec::new(),
+            sources: None,
+        }
+    }
+
+    /// Parse and check one flow (`text` holds exactly one). Errors show the text with a caret.
+    pub fn create(&mut self, text: &str, opts: FlowOptions) -> Result<FlowId, FlowError> {
+        let mut specs = lang::parse(text).map_err(|e| FlowError::new(e.render(text)))?;
+        if specs.len() != 1 {
+            return Err(FlowError::new(format!(
+                "one flow expected, found {} (separate flows with `;` in `create_all`)",
+                specs.len()
+            )));
+        }
+        let mut spec = specs.remove(0);
+        self.add_default_source(&mut spec, &opts);
+        let resolved =
+            lang::check(&spec, &self.registry).map_err(|e| FlowError::new(e.render(text)))?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let group = opts
+            .group
+            .clone()
+            .unwrap_or_else(|| format!("user:{}", opts.user));
+        self.flows.insert(
+            id,
+            Flow {
+                text: text.to_string(),
+                spec,
+                resolved,
+                opts,
+                state: FlowState::Created,
+                nodes: Vec::new(),
+                ends: Vec::new(),
+                group,
+                reader: None,
+            },
+        );
+        Ok(id)
+    }
+
+    /// A flow whose first filter is not a source starts from `opts.default_source`.
+    fn add_default_source(&self, spec: &mut FlowSpec, opts: &FlowOptions) {
+        let Some(src) = &opts.default_source else {
+            return;
+        };
+        let first_is_source = spec
+            .stages
+            .first()
+            .and_then(|s| s.filters.first())
+            .and_then(|f| self.registry.get(&f.class))
+            .is_some_and(|c| c.is_source());
+        if !first_is_source {
+            let mut src = src.clone();
+            src.span = Span::new(0, 0);
+            src.class_span = Span::new(0, 0);
+            spec.stages.insert(0, Stage { filters: vec![src] });
+        }
+    }
+
+    /// Check the policy over the flow and place its filters in the graph.
+    pub fn instantiate(&mut self, id: FlowId) -> Result<(), FlowError> {
+        let flow = self
+            .flows
+            .get(&id)
+            .ok_or_else(|| FlowError::new(format!("no flow {id}")))?;
+        if flow.state != FlowState::Created {
+            return Err(FlowError::new(format!("flow {id} is already instantiated")));
+        }
+        match self.policy.check(
+            &flow.opts.user,
+            &flow.spec,
+            &flow.resolved,
+            flow.opts.callback_every,
+        ) {
+            Ok(decision) => self.log.push(format!("flow {id}: {decision}")),
+            Err(denied) => {
+                self.log.push(format!("flow {id}: {denied}"));
+                return Err(FlowError::new(denied.render(&flow.text)));
+            }
+        }
+        let mut stages: Vec<Vec<Spec>> = vec![Vec::new(); flow.spec.stages.len()];
+        for r in &flow.resolved {
+            stages[r.stage].push(Spec {
+                class: r.class.clone(),
+                args: r.args.clone(),
+                mbuf: r.mbuf_bytes,
+            });
+        }
+        let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {
+            let span = flow.resolved.get(at).map_or(Span::new(0, 0), |r| r.span);
+            let name = flow.resolved.get(at).map_or("", |r| r.class.name());
+            FlowError::new(render_at(&flow.text, span, &format!("`{name}`: {e}")))
+        })?;
+        let flow = self.flows.get_mut(&id).expect("checked above");
+        // Per filter in text order: its stage's nodes in order.
+        flow.nodes = placed.iter().flatten().copied().collect();
+        flow.ends = placed.last().cloned().unwrap_or_default();
+        flow.state = FlowState::Instantiated;
+        Ok(())
+    }
+
+    /// Start delivering to the flow; returns its reader (the application's end).
+    pub fn activate(&mut self, id: FlowId) -> Result<Reader, FlowError> {
+        let flow = self
+            .flows
+            .get_mut(&id)
+            .ok_or_else(|| FlowError::new(format!("no flow {id}")))?;
+        if flow.state != FlowState::Instantiated {
+            return Err(FlowError::new(format!(
+                "flow {id} is {:?}, not instantiated",
+                flow.state
+            )));
+        }
+        let entry = match self.groups.entry(flow.group.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let group = Group::new(
+                    flow.opts.slots.max(1),
+                    flow.opts.slot_size.max(64),
+                    flow.opts.preference,
+                );
+                let writer = group
+                    .writer()
+                    .ok_or_else(|| FlowError::new("the group already has a writer"))?;
+                let slot = self.writers.len();
+                self.writers.push(Some(writer));
+                v.insert(GroupEntry { group, slot })
+            }
+        };
+        let (rid, reader) = entry.group.add_reader(flow.opts.ibuf.max(1));
+        flow.reader = Some(rid);
+        flow.state = FlowState::Active;
+        self.plan = None;
+        Ok(reader)
+    }
+
+    /// Create, instantiate and activate one flow.
+    pub fn open(&mut self, text: &str, opts: FlowOptions) -> Result<(FlowId, Reader), FlowError> {
+        let id = self.create(text, opts)?;
+        if let Err(e) = self.instantiate(id) {
+            self.flows.remove(&id);
+            return Err(e);
+        }
+        let reader = self.activate(id)?;
+        Ok((id, reader))
+    }
+
+    /// Stop delivering to an active flow (its filters keep running for other flows).
+    pub fn pause(&mut self, id: FlowId) -> Result<(), FlowError> {
+        self.set_state(id, FlowState::Active, FlowState::Paused)
+    }
+
+    /// Deliver again to a paused flow.
+    pub fn resume(&mut self, id: FlowId) -> Result<(), FlowError> {
+        self.set_state(id, FlowState::Paused, FlowState::Active)
+    }
+
+    fn set_state(&mut self, id: FlowId, from: FlowState, to: FlowState) -> Result<(), FlowError> {
+        let flow = self
+            .flows
+            .get_mut(&id)
+            .ok_or_else(|| FlowError::new(format!("no flow {id}")))?;
+        if flow.state != from {
+            return Err(FlowError::new(format!("flow {id} is {:?}", flow.state)));
+        }
+        flow.state = to;
+        self.plan = None;
+        Ok(())
+    }
+
+    /// Close a flow: its filters that no other flow uses are finished and destroyed, and a
+    /// group left without flows is freed. Returns the filters' `finish` errors.
+    pub fn close(&mut self, id: FlowId) -> Vec<String> {
+        let Some(flow) = self.flows.remove(&id) else {
+            return vec![format!("no flow {id}")];
+        };
+        self.plan = None;
+        // Unregister the flow's reader: entries it has not read must not hold the group's
+        // buffer (an application may still have the `Reader`).
+        if let (Some(rid), Some(g)) = (flow.reader, self.groups.get(&flow.group)) {
+            g.group.remove_reader(rid);
+        }
+        let errors = self.graph.release(&flow.nodes);
+        if !self
+            .flows
+            .values()
+            .any(|f| f.group == flow.group && f.reader.is_some())
+            && let Some(g) = self.groups.remove(&flow.group)
+            && let Some(w) = self.writers.get_mut(g.slot)
+        {
+            drop(w.take());
+        }
+        self.log.push(format!("flow {id}: closed"));
+        errors
+    }
+
+    /// The flows and their states.
+    pub fn flows(&self) -> Vec<(FlowId, FlowState)> {
+        self.flows.iter().map(|(&id, f)| (id, f.state)).collect()
+    }
+
+    /// The MBuf of the flow's `index`-th filter (in the order of the text, sources included).
+    pub fn mbuf(&self, id: FlowId, index: usize) -> Option<MBuf> {
+        let node = *self.flows.get(&id)?.nodes.get(index)?;
+        self.graph.node(node).map(|n| n.mbuf.clone())
+    }
+
+    /// The node of the flow's `index`-th filter (to compare instances between flows).
+    pub fn node_of(&self, id: FlowId, index: usize) -> Option<NodeId> {
+        self.flows.get(&id)?.nodes.get(index).copied()
+    }
+
+    /// The shared graph.
+    pub fn graph(&self) -> &Dataflow {
+        &self.graph
+    }
+
+    /// The authorisation decisions and life-cycle events so far.
+    pub fn log(&self) -> &[String] {
+        &self.log
+    }
+
+    /// Counters of the capture loop.
+    pub fn stats(&self) -> RunStats {
+        self.stats
+    }
+
+    /// The buffers' statistics of a group (`None`: no such group).
+    pub fn group_stats(&self, group: &str) -> Option<crate::buffer::GroupStats> {
+        self.groups.get(group).map(|g| g.group.stats())
+    }
+
+    /// The group a flow belongs to.
+    pub fn group_of(&self, id: FlowId) -> Option<&str> {
+        self.flows.get(&id).map(|f| f.group.as_str())
+    }
+
+    /// The instantiated graph as Graphviz.
+    pub fn dot(&self) -> String {
+        let labels: Vec<FlowLabel> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| !f.nodes.is_empty())
+            .map(|(&id, f)| FlowLabel {
+                id,
+                text: f.text.clone(),
+                nodes: f.nodes.clone(),
+            })
+            .collect();
+        dot::render(&self.graph, &labels)
+    }
+
+    /// Process one packet from the next source with input (round robin); `Ok(false)` when
+    /// every source has ended.
+    pub fn step(&mut self) -> Result<bool, FlowError> {
+        // PERF: the live sources are cached per graph generation (they used to be collected
+        // into a new Vec per packet).
+        let generation = self.graph.generation();
+        let sources = match self.sources.take() {
+            Some((g, s)) if g == generation => s,
+            _ => self.graph.live_sources(),
+        };
+        if sources.is_empty() {
+            self.sources = Some((generation, sources));
+            return Ok(false);
+        }
+        let n = sources.len();
+        for k in 0..n {
+            let src = sources[(self.cursor + k) % n];
+            match self.graph.next_from(src) {
+                Ok(Some(p)) => {
+                    self.cursor = (self.cursor + k + 1) % n;
+                    self.sources = Some((generation, sources));
+                    self.push(src, &p);
+                    return Ok(true);
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    self.sources = Some((generation, sources));
+                    return Err(FlowError::new(e));
+                }
+            }
+        }
+        Ok(!self.graph.live_sources().is_empty())
+    }
+
+    /// Rebuild the delivery plan from the flows.
+    #[cold]
+    fn rebuild_plan(&mut self) {
+        let plan = self
+            .flows
+            .values()
+            .filter(|f| f.state == FlowState::Active)
+            .filter_map(|f| {
+                Some(Target {
+                    ends: f.ends.clone(),
+                    reader: f.reader?,
+                    slot: self.groups.get(&f.group)?.slot,
+                })
+            })
+            .collect();
+        self.to.resize_with(self.writers.len(), Default::default);
+        self.plan = Some(plan);
+    }
+
+    /// Push `packet`, made by source node `src`, through the graph and deliver it.
+    pub fn push(&mut self, src: NodeId, packet: &Packet) {
+        self.stats.packets += 1;
+        let lt = self
+            .graph
+            .node(src)
+            .map_or(LinkType::ETHERNET, |n| n.link_type);
+        let pkt = Pkt {
+            data: &packet.data,
+            wire_len: packet.wire_len,
+            timestamp: packet.timestamp,
+            link_type: lt,
+        };
+        self.graph.process(src, &pkt);
+        if self.plan.is_none() {
+            self.rebuild_plan();
+        }
+        let Some(plan) = self.plan.as_ref() else {
+            return;
+        };
+        for t in plan {
+            if let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) {
+                let e = &mut self.to[t.slot];
+                if e.0.is_empty() {
+                    e.1 = 0;
+                    self.touched.push(t.slot);
+                }
+                e.0.push((t.reader, p.result, p.len as u32));
+                e.1 = e.1.max(p.len);
+            }
+        }
+        if self.touched.is_empty() {
+            return;
+        }
+        self.stats.accepted += 1;
+        for &slot in &self.touched {
+            let (to, len) = &mut self.to[slot];
+            if let Some(w) = self.writers[slot].as_mut() {
+                let view = Pkt {
+                    data: &pkt.data[..(*len).min(pkt.data.len())],
+                    ..pkt
+                };
+                w.write_capped(&view, to);
+                self.stats.copies += 1;
+            }
+            to.clear();
+        }
+        self.touched.clear();
+    }
+
+    /// Run until every source has ended, then [`Runtime::finish`].
+    pub fn run(&mut self) -> Result<RunStats, FlowError> {
+        let mut n = 0u64;
+        while self.step()? {
+            n += 1;
+            if n % 65_536 == 0 {
+                self.reap();
+            }
+        }
+        self.finish()
+    }
+
+    /// End the input: finish the filters (flushing sinks) and tell the readers that nothing
+    /// more comes. The flows stay (their MBufs can still be read) until closed.
+    pub fn finish(&mut self) -> Result<RunStats, FlowError> {
+        let errors = self.graph.finish_all();
+        // The writers stay: a flow activated later in the same group is delivered to again
+        // (writing undoes `finish`).
+        for w in self.writers.iter_mut().flatten() {
+            w.finish();
+        }
+        if errors.is_empty() {
+            Ok(self.stats)
+        } else {
+            Err(FlowError::new(errors.join("; ")))
+        }
+    }
+
+    /// The nodes of a flow's filters, in the order of its text (sources first).
+    pub fn flow_nodes(&self, id: FlowId) -> Vec<NodeId> {
+        self.flows
+            .get(&id)
+            .map(|f| f.nodes.clone())
+            .unwrap_or_default()
+    }
+
+    /// Close the flows whose reader was dropped (their owner went away).
+    pub fn reap(&mut self) {
+        let gone: Vec<FlowId> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| {
+                f.reader.is_some_and(|r| {
+                    self.groups
+                        .get(&f.group)
+                        .is_none_or(|g| !g.group.readers().contains(&r))
+                })
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            self.log
+                .push(format!("flow {id}: its reader is gone; closing it"));
+            self.close(id);
+        }
+    }
+}
+
+/// `text` with a caret line under `span`, then `message`.
+fn render_at(text: &str, span: Span, message: &str) -> String {
+    let start = span.start.min(text.len());
+    let end = span.end.clamp(start, text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    let pad = text[line_start..start].chars().count();
+    let width = text[start..end.min(line_end)].chars().count().max(1);
+    format!(
+        "{message}\n  {line}\n  {}{}",
+        " ".repeat(pad),
+        "^".repeat(width)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> Runtime {
+        Runtime::new(crate::standard_registry(), Policy::allow_all())
+    }
+
+    #[test]
+    fn shared_prefix_is_one_instance_and_flows_get_their_packets() {
+        let mut rt = runtime();
+        let (a, mut ra) = rt
+            .open(
+                "(gen,7,2000) -> (sampler,2,16) -> (bpf,\"tcp\") -> (packetcount,,8)",
+                FlowOptions::default(),
+            )
+            .unwrap();
+        let (b, mut rb) = rt
+            .open(
+                "(gen,7,2000) -> (sampler,2,16) -> (bpf,\"udp\") -> (bytecount,,8)",
+                FlowOptions::default(),
+            )
+            .unwrap();
+        // Source and sampler shared; the bpf filters differ.
+        assert_eq!(rt.node_of(a, 0), rt.node_of(b, 0));
+        assert_eq!(rt.node_of(a, 1), rt.node_of(b, 1));
+        assert_ne!(rt.node_of(a, 2), rt.node_of(b, 2));
+        assert_eq!(rt.graph().len(), 6);
+        let stats = rt.run().unwrap();
+        assert_eq!(stats.packets, 2000);
+        // Reference: every other packet of the same mix, by protocol.
+        let mix = netsift_capture::generate::mixed_traffic(7, 2000);
+        let (mut tcp, mut udp_bytes, mut udp) = (0u64, 0u64, 0u64);
+        for p in mix.iter().step_by(2) {
+            let key = netsift_offload::FlowKey::from_frame(&p.data);
+            let untagged = p.data.get(12..14) == Some(&[0x08, 0x00][..])
+                || p.data.get(12..14) == Some(&[0x86, 0xdd][..]);
+            match key.map(|k| k.proto) {
+                Some(6) if untagged => tcp += 1,
+                Some(17) if untagged => {
+                    udp += 1;
+                    udp_bytes += u64::from(p.wire_len);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(rt.mbuf(a, 3).unwrap().get(0), tcp);
+        assert_eq!(rt.mbuf(b, 3).unwrap().get(0), udp_bytes);
+        let (mut na, mut nb) = (0u64, 0u64);
+        while ra.next().is_some() {
+            na += 1;
+        }
+        while rb.next().is_some() {
+            nb += 1;
+        }
+        assert_eq!((na, nb), (tcp, udp));
+        assert!(rt.dot().contains("sampler#1"));
+        // Closing one flow keeps the shared instances of the other.
+        rt.close(a);
+        assert_eq!(rt.graph().len(), 4);
+        rt.close(b);
+        assert!(rt.graph().is_empty());
+    }
+
+    #[test]
+    fn errors_point_at_the_filter() {
+        let mut rt = runtime();
+        let e = rt
+            .open("(gen,1,10) -> (bpf,\"tcp port\")", FlowOptions::default())
+            .unwrap_err();
+        assert!(e.message().contains("^"), "{e}");
+        let e = rt
+            .open("(gen,1,10) -> (nosuch,1)", FlowOptions::default())
+            .unwrap_err();
+        assert!(e.message().contains("unknown filter class"), "{e}");
+        assert!(rt.graph().is_empty());
+    }
+}
