@@ -56,6 +56,11 @@ pub struct Args {
     /// not read (default: slow-reader preference, drops counted).
     #[arg(long)]
     frp: bool,
+    /// Split the capture (-r) over this many RX queues of an emulated NIC (Toeplitz RSS), each
+    /// run by its own worker thread with its own instances and buffers (FFPF's per-queue
+    /// capture threads); reports per queue and totals.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    queues: u16,
     /// PBuf slots per flow group.
     #[arg(long, default_value_t = 8192, value_name = "N")]
     slots: u32,
@@ -101,6 +106,54 @@ impl FilterClass for DeviceFromFile {
                 text: self.path.clone(),
                 quoted: true,
             }],
+            ctx,
+        )
+    }
+}
+
+/// `(device,X)` reading RX queue `queue` of an emulated NIC over a capture file.
+struct DeviceFromQueue {
+    nic: Arc<dyn FilterClass>,
+    path: String,
+    queues: u16,
+    queue: u16,
+}
+
+impl FilterClass for DeviceFromQueue {
+    fn name(&self) -> &'static str {
+        "device"
+    }
+
+    fn about(&self) -> &'static str {
+        "a network interface (here: one RX queue of the capture given with -r)"
+    }
+
+    fn usage(&self) -> &'static str {
+        "IFACE"
+    }
+
+    fn is_source(&self) -> bool {
+        true
+    }
+
+    fn arity(&self) -> (usize, usize) {
+        (1, 1)
+    }
+
+    fn instantiate(
+        &self,
+        _args: &[Arg],
+        ctx: &netsift_graph::class::Context,
+    ) -> Result<Instance, String> {
+        self.nic.instantiate(
+            &[
+                Arg {
+                    text: self.path.clone(),
+                    quoted: true,
+                },
+                Arg::bare(&self.queues.to_string()),
+                Arg::bare(&self.queue.to_string()),
+            ],
             ctx,
         )
     }
@@ -190,10 +243,120 @@ pub fn run(args: Args) -> Result<ExitCode> {
         default_source,
         ..FlowOptions::default()
     };
+    let limit = args.count.unwrap_or(u64::MAX);
+    signals::install();
+    if args.queues > 1 {
+        let Some(path) = &args.read else {
+            bail!("--queues splits a capture over emulated RX queues: give it with -r FILE");
+        };
+        let path = path.to_string_lossy().into_owned();
+        let nic = reg
+            .get("nic")
+            .cloned()
+            .ok_or_else(|| anyhow!("no `nic` class"))?;
+        let mut workers = Vec::new();
+        for q in 0..args.queues {
+            let mut reg = reg.clone();
+            reg.register(Arc::new(DeviceFromQueue {
+                nic: Arc::clone(&nic),
+                path: path.clone(),
+                queues: args.queues,
+                queue: q,
+            }));
+            let mut opts = opts.clone();
+            opts.default_source = Some(source_spec("device", "queue", false));
+            let (policy, graphs, stats) = (policy.clone(), args.graphs.clone(), args.stats);
+            workers.push(std::thread::spawn(move || {
+                run_flows(reg, policy, opts, &graphs, limit, stats)
+            }));
+        }
+        let mut out = String::new();
+        let mut totals: Vec<(String, u64)> = Vec::new();
+        let mut failure = None;
+        for (q, w) in workers.into_iter().enumerate() {
+            let o = w
+                .join()
+                .map_err(|_| anyhow!("the worker of queue {q} panicked"))??;
+            let _ = writeln!(out, "queue {q} (worker thread {q}):");
+            for line in o.report.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+            for (i, (text, n)) in o.delivered.into_iter().enumerate() {
+                match totals.get_mut(i) {
+                    Some(t) => t.1 += n,
+                    None => totals.push((text, n)),
+                }
+            }
+            failure = failure.or(o.failure);
+        }
+        let _ = writeln!(out, "all {} queues:", args.queues);
+        for (i, (text, n)) in totals.iter().enumerate() {
+            let _ = writeln!(out, "  flow {}: {text}: delivered {n} packets", i + 1);
+        }
+        io::stdout().lock().write_all(out.as_bytes())?;
+        if let Some(e) = failure {
+            bail!("{e}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let o = run_flows(reg, policy, opts, &args.graphs, limit, args.stats)?;
+    let stdout = io::stdout();
+    let mut lock = stdout.lock();
+    lock.write_all(o.report.as_bytes())?;
+    lock.flush()?;
+    if let Some(path) = &args.dot {
+        std::fs::write(path, &o.dot).with_context(|| format!("cannot write {}", path.display()))?;
+        let svg = path.with_extension("svg");
+        match std::process::Command::new("dot")
+            .arg("-Tsvg")
+            .arg(path)
+            .arg("-o")
+            .arg(&svg)
+            .status()
+        {
+            Ok(s) if s.success() => {
+                eprintln!("netsift: wrote {} and {}", path.display(), svg.display())
+            }
+            _ => eprintln!(
+                "netsift: wrote {} (install graphviz for an SVG: dot -Tsvg {} -o {})",
+                path.display(),
+                path.display(),
+                svg.display()
+            ),
+        }
+    }
+    if let Some(e) = o.failure {
+        bail!("{e}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What one run of the flows gave.
+struct Outcome {
+    /// The report (per flow: deliveries and MBuf summaries; with `stats`, every instance).
+    report: String,
+    /// Per flow: its text and the packets delivered.
+    delivered: Vec<(String, u64)>,
+    /// The instantiated graph as Graphviz.
+    dot: String,
+    /// A filter's `finish` failed.
+    failure: Option<String>,
+}
+
+/// Open `graphs` in a runtime, run the sources until they end (or `limit` packets, or Ctrl-C)
+/// with a reader thread per flow, and report.
+fn run_flows(
+    reg: Registry,
+    policy: Policy,
+    opts: FlowOptions,
+    graphs: &[String],
+    limit: u64,
+    stats: bool,
+) -> Result<Outcome> {
     let mut rt = Runtime::new(reg, policy);
     // Each argument may hold several flows separated by `;`.
     let mut flows = Vec::new();
-    for g in &args.graphs {
+    for g in graphs {
         let specs = netsift_graph::lang::parse(g).map_err(|e| anyhow!("{}", e.render(g)))?;
         for spec in specs {
             let text = spec.to_string();
@@ -223,9 +386,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }),
         ));
     }
-    signals::install();
     let mut packets = 0u64;
-    let limit = args.count.unwrap_or(u64::MAX);
     while packets < limit && !signals::stopped() {
         if !rt.step().map_err(|e| anyhow!("{e}"))? {
             break;
@@ -234,17 +395,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let finish = rt.finish();
     let mut out = String::new();
-    let stats = rt.stats();
+    let mut delivered = Vec::new();
+    let run_stats = rt.stats();
     let _ = writeln!(
         out,
         "{} packets from the sources, {} accepted by some flow, {} copies into flow-group buffers",
-        stats.packets, stats.accepted, stats.copies
+        run_stats.packets, run_stats.accepted, run_stats.copies
     );
     for (id, text, handle) in readers {
         let (n, rs) = handle
             .join()
             .map_err(|_| anyhow!("the reader of flow {id} panicked"))?;
         let _ = writeln!(out, "flow {id}: {text}");
+        delivered.push((text.clone(), n));
         let _ = writeln!(
             out,
             "  delivered {n} packets (dropped {}, overwritten {})",
@@ -259,7 +422,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
     }
-    if args.stats {
+    if stats {
         let _ = writeln!(out, "instances:");
         for (id, n) in rt.graph().nodes() {
             let a: Vec<String> = n.args.iter().map(|a| a.text.clone()).collect();
@@ -278,34 +441,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             let _ = writeln!(out, "  log: {line}");
         }
     }
-    let stdout = io::stdout();
-    let mut lock = stdout.lock();
-    lock.write_all(out.as_bytes())?;
-    lock.flush()?;
-    if let Some(path) = &args.dot {
-        std::fs::write(path, rt.dot())
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let svg = path.with_extension("svg");
-        match std::process::Command::new("dot")
-            .arg("-Tsvg")
-            .arg(path)
-            .arg("-o")
-            .arg(&svg)
-            .status()
-        {
-            Ok(s) if s.success() => {
-                eprintln!("netsift: wrote {} and {}", path.display(), svg.display())
-            }
-            _ => eprintln!(
-                "netsift: wrote {} (install graphviz for an SVG: dot -Tsvg {} -o {})",
-                path.display(),
-                path.display(),
-                svg.display()
-            ),
-        }
-    }
-    if let Err(e) = finish {
-        bail!("{e}");
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(Outcome {
+        report: out,
+        delivered,
+        dot: rt.dot(),
+        failure: finish.err().map(|e| e.to_string()),
+    })
 }

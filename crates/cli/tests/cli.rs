@@ -946,3 +946,30 @@ fn fpl_check_and_run() {
     );
     assert!(stderr(&o).contains('^'));
 }
+
+#[test]
+fn flow_queues_split_the_capture_over_worker_threads() {
+    let cap = sample();
+    let cap = cap.to_str().unwrap();
+    let graph = r#"(bpf,"tcp") -> (packetcount,,8)"#;
+    let one = netsift(&["flow", "-r", cap, graph]);
+    assert!(one.status.success(), "{}", stderr(&one));
+    let total: String = stdout(&one)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("delivered ").map(str::to_string))
+        .unwrap();
+    let n = total.split(' ').next().unwrap().to_string();
+    let four = netsift(&["flow", "-r", cap, "--queues", "4", graph]);
+    assert!(four.status.success(), "{}", stderr(&four));
+    let out = stdout(&four);
+    assert_eq!(out.matches("(worker thread").count(), 4, "{out}");
+    assert!(
+        out.contains(&format!(
+            "all 4 queues:\n  flow 1: {graph}: delivered {n} packets"
+        )),
+        "{out}"
+    );
+    let o = netsift(&["flow", "--queues", "2", graph]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("-r FILE"), "{}", stderr(&o));
+}

@@ -1386,3 +1386,86 @@ fn authorisation_policy_names_the_rule_and_allowed_flows_run() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+/// FNV-1a over `d[at..at + len]` masked to `size` buckets, 0 when the range is not captured:
+/// FPL's `HASH(at, len, size)` as docs/fpl.md defines it.
+fn fpl_hash(d: &[u8], at: usize, len: usize, size: u64) -> u64 {
+    d.get(at..at + len).map_or(0, |k| {
+        k.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+            (h ^ u64::from(*x)).wrapping_mul(0x0100_0000_01b3)
+        }) & (size - 1)
+    })
+}
+
+/// §2.3's first flow with an FPL filter (the paper's FPL-2) in parallel with a BPF one, and
+/// Fig. 2(a)'s flow A ending in FPL: save the addresses of infected packets in the MBuf and hand
+/// the packet to the application only the first time its address pair is seen.
+#[test]
+fn fpl_filters_in_the_paper_flows() {
+    let input = fig2_input(41, 3000);
+    let path = temp_path("fpl-flows.pcap");
+    write_pcap(&path, &input);
+    let input = read_all(&path);
+    let src = format!("(file,{})", q(path.to_str().unwrap()));
+    let is_tcp = "IF (PKT.IP_PROTO == PROTO_TCP) THEN RETURN (1); FI";
+    let flow1 = format!(
+        "{src} -> (sampler,2,4) -> (fpl,{}) | (bpf,\"udp port 53\") -> (bytecount,,8)",
+        q(is_tcp)
+    );
+    let first_seen = "R[0] = HASH(26, 8, 64); \
+                      IF (MEM[R[0]] == 0) THEN MEM[R[0]] = PKT.IP_SRC + 1; RETURN (1); FI";
+    let flow_a = format!(
+        "{src} -> (bpf,\"tcp dst port 80\") -> (strsearch,{},16) -> (fpl,{},512)",
+        q(SIG_PATTERN),
+        q(first_seen)
+    );
+    let mut rt = rt();
+    let (f1, mut r1) = rt.open(&flow1, opts()).unwrap();
+    let (fa, mut ra) = rt.open(&flow_a, opts()).unwrap();
+    rt.run().unwrap();
+
+    // Reference for flow 1: every other packet, FPL's `IP_PROTO` is byte 23 (0 when absent).
+    let want1: Vec<Packet> = sample(&input, 2)
+        .into_iter()
+        .filter(|p| byte(&p.data, 23) == Some(6) || ref_udp53(&p.data))
+        .collect();
+    assert_eq!(rt.mbuf(f1, 4).unwrap().get(0), wire_bytes(&want1));
+    assert_delivered("§2.3 flow with FPL", &drain(&mut r1), &want1, 2048);
+
+    // Reference for flow A: infected web packets, first of their address-hash bucket.
+    let mut seen = std::collections::HashSet::new();
+    let mut mem = vec![0u64; 64];
+    let want_a: Vec<Packet> = input
+        .iter()
+        .filter(|p| ref_tcp80(&p.data))
+        .filter(|p| tcp_payload(&p.data).is_some_and(|pl| contains(pl, SIG_PATTERN.as_bytes())))
+        .filter(|p| {
+            let b = fpl_hash(&p.data, 26, 8, 64);
+            let src = p.data.get(26..30).map_or(0, |s| {
+                u64::from(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+            });
+            if seen.insert(b) {
+                mem[b as usize] = src + 1;
+                true
+            } else {
+                false
+            }
+        })
+        .cloned()
+        .collect();
+    assert_delivered("Fig. 2(a) flow A in FPL", &drain(&mut ra), &want_a, 2048);
+    assert_eq!(
+        rt.mbuf(fa, 3).unwrap().snapshot(),
+        mem,
+        "the saved addresses"
+    );
+    assert!(!want_a.is_empty());
+    println!(
+        "FPL flows: {} packets; §2.3 flow delivered {}, Fig. 2(a) flow A delivered {} first \
+         infected packets",
+        input.len(),
+        want1.len(),
+        want_a.len()
+    );
+    let _ = std::fs::remove_file(&path);
+}
