@@ -69,19 +69,21 @@ pub struct Args {
     graphs: Vec<String>,
 }
 
-/// `(device,X)` reading a capture file instead of interface X.
-struct DeviceFromFile {
-    file: Arc<dyn FilterClass>,
-    path: String,
+/// `(device,X)` replaced, for `-r` and `--queues`, by another source class with fixed
+/// arguments (the capture file, or one RX queue of an emulated NIC over it): X is ignored.
+struct DeviceOverride {
+    inner: Arc<dyn FilterClass>,
+    args: Vec<Arg>,
+    about: &'static str,
 }
 
-impl FilterClass for DeviceFromFile {
+impl FilterClass for DeviceOverride {
     fn name(&self) -> &'static str {
         "device"
     }
 
     fn about(&self) -> &'static str {
-        "a network interface (here: the capture given with -r)"
+        self.about
     }
 
     fn usage(&self) -> &'static str {
@@ -101,61 +103,14 @@ impl FilterClass for DeviceFromFile {
         _args: &[Arg],
         ctx: &netsift_graph::class::Context,
     ) -> Result<Instance, String> {
-        self.file.instantiate(
-            &[Arg {
-                text: self.path.clone(),
-                quoted: true,
-            }],
-            ctx,
-        )
+        self.inner.instantiate(&self.args, ctx)
     }
 }
 
-/// `(device,X)` reading RX queue `queue` of an emulated NIC over a capture file.
-struct DeviceFromQueue {
-    nic: Arc<dyn FilterClass>,
-    path: String,
-    queues: u16,
-    queue: u16,
-}
-
-impl FilterClass for DeviceFromQueue {
-    fn name(&self) -> &'static str {
-        "device"
-    }
-
-    fn about(&self) -> &'static str {
-        "a network interface (here: one RX queue of the capture given with -r)"
-    }
-
-    fn usage(&self) -> &'static str {
-        "IFACE"
-    }
-
-    fn is_source(&self) -> bool {
-        true
-    }
-
-    fn arity(&self) -> (usize, usize) {
-        (1, 1)
-    }
-
-    fn instantiate(
-        &self,
-        _args: &[Arg],
-        ctx: &netsift_graph::class::Context,
-    ) -> Result<Instance, String> {
-        self.nic.instantiate(
-            &[
-                Arg {
-                    text: self.path.clone(),
-                    quoted: true,
-                },
-                Arg::bare(&self.queues.to_string()),
-                Arg::bare(&self.queue.to_string()),
-            ],
-            ctx,
-        )
+fn quoted(text: &str) -> Arg {
+    Arg {
+        text: text.into(),
+        quoted: true,
     }
 }
 
@@ -210,9 +165,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .cloned()
                 .ok_or_else(|| anyhow!("no `file` class"))?;
             let path = path.to_string_lossy().into_owned();
-            reg.register(Arc::new(DeviceFromFile {
-                file,
-                path: path.clone(),
+            reg.register(Arc::new(DeviceOverride {
+                inner: file,
+                args: vec![quoted(&path)],
+                about: "a network interface (here: the capture given with -r)",
             }));
             Some(source_spec("file", &path, true))
         }
@@ -257,11 +213,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let mut workers = Vec::new();
         for q in 0..args.queues {
             let mut reg = reg.clone();
-            reg.register(Arc::new(DeviceFromQueue {
-                nic: Arc::clone(&nic),
-                path: path.clone(),
-                queues: args.queues,
-                queue: q,
+            reg.register(Arc::new(DeviceOverride {
+                inner: Arc::clone(&nic),
+                args: vec![
+                    quoted(&path),
+                    Arg::bare(&args.queues.to_string()),
+                    Arg::bare(&q.to_string()),
+                ],
+                about: "a network interface (here: one RX queue of the capture given with -r)",
             }));
             let mut opts = opts.clone();
             opts.default_source = Some(source_spec("device", "queue", false));

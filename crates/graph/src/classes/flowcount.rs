@@ -91,18 +91,7 @@ impl Protos {
 
 impl FilterClass for FlowCountClass {
     fn describe(&self, mbuf: &MBuf) -> Option<String> {
-        let mut flows = FlowTable::read(mbuf);
-        flows.sort_by_key(|f| std::cmp::Reverse(f.1));
-        let top: Vec<String> = flows
-            .iter()
-            .take(3)
-            .map(|(k, p, b)| format!("{k}: {p} packets, {b} bytes"))
-            .collect();
-        Some(format!(
-            "{} flows; busiest: {}",
-            flows.len(),
-            top.join("; ")
-        ))
+        Some(super::flowkey::describe_flows(FlowTable::read(mbuf)))
     }
 
     fn name(&self) -> &'static str {

@@ -314,6 +314,18 @@ fn transport(d: &[u8], at: usize, mut key: FlowKey5, later_fragment: bool, end: 
     done(key, payload)
 }
 
+/// A one-line summary of flow counters (`flowcount`, `topk`): the number of flows and the
+/// three busiest by packets.
+pub fn describe_flows(mut flows: Vec<(FlowKey5, u64, u64)>) -> String {
+    flows.sort_by_key(|f| std::cmp::Reverse(f.1));
+    let top: Vec<String> = flows
+        .iter()
+        .take(3)
+        .map(|(k, p, b)| format!("{k}: {p} packets, {b} bytes"))
+        .collect();
+    format!("{} flows; busiest: {}", flows.len(), top.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use netsift_capture::generate::{FrameBuilder, TCP_ACK, XorShift64};
