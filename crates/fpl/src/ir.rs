@@ -3,7 +3,7 @@
 //! Pipeline: text → [`crate::ast`] (spans, macros, compound assignments) → checker
 //! ([`crate::check`]: names resolved, macros expanded, loops bounded, MBuf and register indexes
 //! proven or masked, externs resolved) → this IR → the interpreter ([`crate::interp`]) or the
-//! x86-64 code generator ([`crate::native`]).
+//! x86-64 code generator (`native`).
 //!
 //! Invariants the checker establishes (engines rely on them, nothing else builds IR):
 //! - every `Mem`/`Reg` index is either a constant in range or is masked at run time with
