@@ -56,8 +56,8 @@ impl Libpcap {
             };
             // SAFETY: each symbol has the C signature of libpcap's public API that its type
             // alias spells out.
-            unsafe {
-                return Ok(Libpcap {
+            let lib = unsafe {
+                Libpcap {
                     open_dead: std::mem::transmute::<*mut c_void, OpenDead>(sym("pcap_open_dead")?),
                     compile: std::mem::transmute::<*mut c_void, Compile>(sym("pcap_compile")?),
                     freecode: std::mem::transmute::<*mut c_void, FreeCode>(sym("pcap_freecode")?),
@@ -67,8 +67,13 @@ impl Libpcap {
                     version: std::mem::transmute::<*mut c_void, LibVersion>(sym(
                         "pcap_lib_version",
                     )?),
-                });
+                }
+            };
+            // netsift's own libpcap-compatible library (netsift-pcap) is no baseline.
+            if lib.version().contains("netsift") {
+                continue;
             }
+            return Ok(lib);
         }
         Err(
             "libpcap is not installed (the baseline of the benchmarks): install it, e.g. \

@@ -405,3 +405,14 @@ fn optimiser_shortcuts_match_the_full_optimiser() {
     println!("{checked} compilations, {} differ", differ.len());
     assert!(differ.is_empty(), "shortcut programs differ: {differ:#?}");
 }
+
+/// The oracle is Debian's libpcap, never netsift's libpcap-compatible library (`netsift-pcap`,
+/// built into the same target directory): a test against itself would prove nothing.
+#[test]
+fn the_oracle_is_the_real_libpcap() {
+    let v = netsift_testkit::oracle::version();
+    assert!(
+        v.starts_with("libpcap version 1.10") && !v.contains("netsift"),
+        "the oracle is {v:?}"
+    );
+}

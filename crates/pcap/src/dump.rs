@@ -1,0 +1,126 @@
+//! `pcap_dumper_t`: pcap files written through netsift's [`PcapWriter`].
+//!
+//! In libpcap a dumper is a `FILE *`; here it is an opaque [`Dumper`] around one (see [`Out`]).
+
+use std::io::{self, Write};
+
+use netsift_capture::{LinkType, PacketRef, PcapWriter, Precision, Timestamp};
+
+use crate::ffi::{PCAP_TSTAMP_PRECISION_NANO, PcapPkthdr};
+
+/// Where a dumper writes: a C stdio stream, as in libpcap.
+///
+/// NOTE: it has to be a `FILE *`. Programs such as tcpdump never close their dumper when
+/// they finish reading a savefile; they rely on `exit` flushing every stdio stream.
+pub(crate) struct Out(pub(crate) *mut libc::FILE);
+
+impl Write for Out {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `self.0` is the open stream the dumper owns.
+        let n = unsafe { libc::fwrite(buf.as_ptr().cast(), 1, buf.len(), self.0) };
+        if n == 0 && !buf.is_empty() {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n)
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        // SAFETY: as above.
+        if unsafe { libc::fflush(self.0) } != 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Counts the bytes written (for `pcap_dump_ftell64`).
+pub(crate) struct Counting {
+    pub(crate) out: Out,
+    pub(crate) written: u64,
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// The state behind a `pcap_dumper_t *`.
+pub struct Dumper {
+    pub(crate) writer: PcapWriter<Counting>,
+    /// The precision of the headers given to `pcap_dump` (the source handle's).
+    pub(crate) precision: i32,
+    /// The start position of a stream given to `pcap_dump_fopen` (for ftell).
+    pub(crate) base: u64,
+}
+
+impl Dumper {
+    /// Writes the file header.
+    pub(crate) fn new(
+        out: Out,
+        linktype: u32,
+        snaplen: u32,
+        precision: i32,
+        base: u64,
+    ) -> Result<Dumper, String> {
+        let file_precision = if precision == PCAP_TSTAMP_PRECISION_NANO {
+            Precision::Nano
+        } else {
+            Precision::Micro
+        };
+        let writer = PcapWriter::new(
+            Counting { out, written: 0 },
+            LinkType(linktype),
+            snaplen,
+            file_precision,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Dumper {
+            writer,
+            precision,
+            base,
+        })
+    }
+
+    /// Writes one packet (errors are dropped, as `pcap_dump` has no way to report them).
+    pub(crate) fn dump(&mut self, hdr: &PcapPkthdr, data: &[u8]) {
+        let frac = hdr.ts.tv_usec.max(0) as i128;
+        let nanos = if self.precision == PCAP_TSTAMP_PRECISION_NANO {
+            frac
+        } else {
+            frac * 1000
+        };
+        let ts = Timestamp::from_nanos(i128::from(hdr.ts.tv_sec) * 1_000_000_000 + nanos);
+        let lt = self.writer.link_type();
+        let mut p = PacketRef::new(data, ts, lt);
+        p.wire_len = hdr.len;
+        let _ = self.writer.write_packet(&p);
+    }
+
+    /// Flushes buffered packets.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush().map_err(io::Error::other)
+    }
+
+    /// The position in the output file.
+    pub(crate) fn position(&self) -> u64 {
+        self.base + self.writer.get_ref().written
+    }
+
+    /// Flushes and closes the output stream.
+    pub(crate) fn close(self) {
+        let stream = self.writer.get_ref().out.0;
+        // Flushes the writer's own buffer (it has none today) into the stream.
+        drop(self.writer.into_inner());
+        // SAFETY: the stream belongs to the dumper; closed once.
+        unsafe { libc::fclose(stream) };
+    }
+}

@@ -1,0 +1,672 @@
+//! The capture handle behind `pcap_t`: a savefile read through netsift's [`CaptureReader`], a
+//! live interface through netsift's [`AfPacket`] source, or a "dead" handle that only compiles.
+//!
+//! Packets reach the caller's callback with a `struct pcap_pkthdr` built here; the filter (set
+//! with `pcap_setfilter`) runs in user space on netsift's interpreter.
+//!
+//! NOTE: the callback may call back into the library with the same handle (`pcap_breakloop`,
+//! `pcap_geterr`, `pcap_stats`). The loops therefore take the handle as a raw pointer and only
+//! borrow the fields they need, for as short a time as they can; the break flag is atomic, so
+//! that a signal handler may set it too.
+
+use std::ffi::{c_char, c_int};
+use std::fmt::Write as _;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use netsift_bpf::Filter;
+use netsift_capture::live::{
+    AfPacket, AfPacketConfig, Direction, Flow, LiveErrorKind, Sender, Source, TimestampSource,
+};
+use netsift_capture::{ByteOrder, CaptureReader, ErrorKind, Format, PacketRef};
+
+use crate::ffi::{
+    PCAP_ERRBUF_SIZE, PCAP_ERROR, PCAP_ERROR_BREAK, PCAP_ERROR_NO_SUCH_DEVICE,
+    PCAP_ERROR_PERM_DENIED, PCAP_TSTAMP_PRECISION_NANO, PcapHandler, PcapPkthdr, Timeval,
+};
+use crate::names;
+
+/// The largest snapshot length of a live capture (libpcap's `MAXIMUM_SNAPLEN`).
+pub(crate) const MAXIMUM_SNAPLEN: i32 = 262_144;
+
+/// Settings of a handle made by `pcap_create`, applied by `pcap_activate`.
+#[derive(Clone, Debug)]
+pub(crate) struct LiveOpts {
+    pub(crate) snaplen: i32,
+    pub(crate) promisc: bool,
+    pub(crate) timeout_ms: i32,
+    pub(crate) buffer_size: i32,
+    pub(crate) immediate: bool,
+    pub(crate) tstamp_type: i32,
+    pub(crate) direction: Direction,
+    pub(crate) rfmon: bool,
+}
+
+impl Default for LiveOpts {
+    fn default() -> LiveOpts {
+        LiveOpts {
+            snaplen: MAXIMUM_SNAPLEN,
+            promisc: false,
+            timeout_ms: 0,
+            buffer_size: 0,
+            immediate: false,
+            tstamp_type: 0,
+            direction: Direction::InOut,
+            rfmon: false,
+        }
+    }
+}
+
+/// A savefile being read.
+pub(crate) struct Offline {
+    pub(crate) reader: CaptureReader<Box<dyn Read>>,
+    /// The file descriptor (for `pcap_fileno`), -1 if unknown.
+    pub(crate) fd: c_int,
+}
+
+/// A live capture.
+pub(crate) struct Live {
+    pub(crate) src: AfPacket,
+    pub(crate) cfg: AfPacketConfig,
+    pub(crate) sender: Option<Sender>,
+}
+
+/// What a handle reads from.
+pub(crate) enum Kind {
+    /// `pcap_open_dead`: compiles only.
+    Dead,
+    /// `pcap_create` before `pcap_activate`.
+    Created,
+    /// A savefile.
+    Offline(Box<Offline>),
+    /// An activated live capture.
+    Live(Box<Live>),
+}
+
+/// The state behind a `pcap_t *`.
+pub struct Pcap {
+    pub(crate) errbuf: [c_char; PCAP_ERRBUF_SIZE],
+    pub(crate) kind: Kind,
+    /// The device name of a live handle.
+    pub(crate) device: String,
+    /// The DLT value `pcap_datalink` reports.
+    pub(crate) linktype: c_int,
+    /// The upper bits of a pcap file's link-type field (FCS information), written back by
+    /// dumpers as libpcap does.
+    pub(crate) linktype_ext: u32,
+    /// The snapshot length `pcap_snapshot` reports.
+    pub(crate) snapshot: c_int,
+    /// `PCAP_TSTAMP_PRECISION_MICRO` or `_NANO`.
+    pub(crate) precision: c_int,
+    /// Whether the savefile's byte order differs from this machine's.
+    pub(crate) swapped: bool,
+    /// The savefile's format version.
+    pub(crate) version: (c_int, c_int),
+    pub(crate) filter: Option<Filter>,
+    pub(crate) break_loop: AtomicBool,
+    pub(crate) nonblock: bool,
+    pub(crate) opts: LiveOpts,
+    /// The packet `pcap_next`/`pcap_next_ex` lend out.
+    pub(crate) next_hdr: PcapPkthdr,
+    pub(crate) next_buf: Vec<u8>,
+}
+
+impl Pcap {
+    fn new(kind: Kind) -> Pcap {
+        Pcap {
+            errbuf: [0; PCAP_ERRBUF_SIZE],
+            kind,
+            device: String::new(),
+            linktype: 1,
+            linktype_ext: 0,
+            snapshot: MAXIMUM_SNAPLEN,
+            precision: 0,
+            swapped: false,
+            version: (2, 4),
+            filter: None,
+            break_loop: AtomicBool::new(false),
+            nonblock: false,
+            opts: LiveOpts::default(),
+            next_hdr: PcapPkthdr::default(),
+            next_buf: Vec::new(),
+        }
+    }
+
+    /// A handle for `pcap_open_dead`.
+    pub(crate) fn dead(linktype: c_int, snaplen: c_int, precision: c_int) -> Pcap {
+        let mut p = Pcap::new(Kind::Dead);
+        p.linktype = linktype;
+        p.snapshot = snaplen;
+        p.precision = precision;
+        p
+    }
+
+    /// A handle for `pcap_create`.
+    pub(crate) fn created(device: String) -> Pcap {
+        let mut p = Pcap::new(Kind::Created);
+        p.device = device;
+        p
+    }
+
+    /// Opens a savefile (`-` is standard input) as `pcap_open_offline` does.
+    pub(crate) fn offline(path: &[u8], precision: c_int) -> Result<Pcap, String> {
+        let (input, fd): (Box<dyn Read>, c_int) = if path == b"-" {
+            (Box::new(std::io::stdin()), 0)
+        } else {
+            let name = String::from_utf8_lossy(path).into_owned();
+            let file = std::fs::File::open(std::ffi::OsStr::from_bytes(path))
+                .map_err(|e| format!("{name}: {}", strip_os_error(&e)))?;
+            let fd = file.as_raw_fd();
+            (Box::new(file), fd)
+        };
+        let head = Arc::new(Mutex::new(Vec::with_capacity(24)));
+        let input: Box<dyn Read> = Box::new(HeadTap {
+            inner: input,
+            head: Arc::clone(&head),
+        });
+        let reader = CaptureReader::new(input).map_err(|e| open_error_text(&e))?;
+        let mut p = Pcap::new(Kind::Dead);
+        let (swapped, version) = match reader.format() {
+            Format::Pcap {
+                byte_order,
+                version_major,
+                version_minor,
+                ..
+            } => (
+                is_swapped(byte_order),
+                (c_int::from(version_major), c_int::from(version_minor)),
+            ),
+            Format::Pcapng { byte_order, .. } => (is_swapped(byte_order), (1, 0)),
+            _ => (false, (2, 4)),
+        };
+        let lt = reader.link_type().map(|l| l.0).unwrap_or(1);
+        p.linktype = names::linktype_to_dlt(lt);
+        // A pcap file's whole link-type field, as libpcap splits it (LT_LINKTYPE and
+        // LT_LINKTYPE_EXT); the reader keeps only the link type.
+        if let Format::Pcap { byte_order, .. } = reader.format() {
+            let h = head.lock().map(|h| h.clone()).unwrap_or_default();
+            if let Some(b) = h.get(20..24) {
+                let b = [b[0], b[1], b[2], b[3]];
+                let network = match byte_order {
+                    ByteOrder::Little => u32::from_le_bytes(b),
+                    _ => u32::from_be_bytes(b),
+                };
+                p.linktype = names::linktype_to_dlt(network);
+                p.linktype_ext = network & 0xfc00_0000;
+            }
+        }
+        // As libpcap 1.10.3: the header's value, unless it is 0 or negative as a C int; then the
+        // largest for the link type.
+        let snap = reader.snaplen().unwrap_or(0) as c_int;
+        p.snapshot = if snap <= 0 {
+            c_int::try_from(names::max_snaplen_for_dlt(p.linktype)).unwrap_or(MAXIMUM_SNAPLEN)
+        } else {
+            snap
+        };
+        p.swapped = swapped;
+        p.version = version;
+        p.precision = precision;
+        p.kind = Kind::Offline(Box::new(Offline { reader, fd }));
+        Ok(p)
+    }
+
+    /// Writes `msg` into the error buffer, cut to fit, NUL-terminated.
+    pub(crate) fn set_err(&mut self, msg: &str) {
+        write_errbuf(&mut self.errbuf, msg);
+    }
+
+    /// Applies the options and opens the interface (`pcap_activate`).
+    pub(crate) fn activate(&mut self) -> c_int {
+        if self.device.is_empty() || self.device == "any" {
+            self.set_err(
+                "netsift's libpcap cannot capture on the \"any\" device; name an interface with -i",
+            );
+            return PCAP_ERROR;
+        }
+        if self.opts.rfmon {
+            self.set_err("netsift's libpcap does not support monitor mode");
+            return crate::ffi::PCAP_ERROR_RFMON_NOTSUP;
+        }
+        let o = &self.opts;
+        let snaplen = if o.snaplen <= 0 || o.snaplen > MAXIMUM_SNAPLEN {
+            MAXIMUM_SNAPLEN
+        } else {
+            o.snaplen
+        };
+        let mut cfg = AfPacketConfig {
+            snaplen: snaplen.unsigned_abs(),
+            promiscuous: o.promisc,
+            direction: o.direction,
+            ..AfPacketConfig::default()
+        };
+        if o.buffer_size > 0 {
+            cfg.block_count = (u64::from(o.buffer_size.unsigned_abs()))
+                .div_ceil(u64::from(cfg.block_size))
+                .clamp(1, 1 << 16) as u32;
+        }
+        cfg.retire_timeout = if o.immediate {
+            Duration::from_millis(1)
+        } else if o.timeout_ms > 0 {
+            Duration::from_millis(u64::from(o.timeout_ms.unsigned_abs()))
+        } else {
+            cfg.retire_timeout
+        };
+        if matches!(o.tstamp_type, 3 | 4) {
+            cfg.timestamps = TimestampSource::Hardware;
+        }
+        match AfPacket::open(&self.device, &cfg) {
+            Ok(src) => {
+                self.snapshot = snaplen;
+                self.linktype = 1;
+                self.kind = Kind::Live(Box::new(Live {
+                    src,
+                    cfg,
+                    sender: None,
+                }));
+                0
+            }
+            Err(e) => {
+                let code = match e.kind() {
+                    LiveErrorKind::NoSuchDevice => PCAP_ERROR_NO_SUCH_DEVICE,
+                    LiveErrorKind::Permission => PCAP_ERROR_PERM_DENIED,
+                    _ => PCAP_ERROR,
+                };
+                let msg = e.to_string();
+                self.set_err(&msg);
+                code
+            }
+        }
+    }
+
+    /// Changes the direction of an activated live capture by reopening its socket.
+    pub(crate) fn set_direction(&mut self, dir: Direction) -> c_int {
+        self.opts.direction = dir;
+        let Kind::Live(live) = &mut self.kind else {
+            return 0;
+        };
+        let mut cfg = live.cfg.clone();
+        cfg.direction = dir;
+        match AfPacket::open(&self.device, &cfg) {
+            Ok(src) => {
+                live.src = src;
+                live.cfg = cfg;
+                0
+            }
+            Err(e) => {
+                let msg = format!("cannot set direction on {}: {e}", self.device);
+                self.set_err(&msg);
+                PCAP_ERROR
+            }
+        }
+    }
+
+    /// Sends one frame on a live handle's interface.
+    pub(crate) fn inject(&mut self, frame: &[u8]) -> Result<(), String> {
+        let Kind::Live(live) = &mut self.kind else {
+            return Err("sending packets is possible on live captures only".into());
+        };
+        if live.sender.is_none() {
+            live.sender = Some(Sender::open(&self.device).map_err(|e| e.to_string())?);
+        }
+        match &mut live.sender {
+            Some(s) => s.send_all(&[frame]).map_err(|e| e.to_string()),
+            None => Err("no sender".into()),
+        }
+    }
+}
+
+/// The header of a delivered packet: the time stamp at the handle's precision.
+fn header(precision: c_int, p: &PacketRef<'_>, caplen: u32) -> PcapPkthdr {
+    let ts = p.timestamp;
+    let frac = if precision == PCAP_TSTAMP_PRECISION_NANO {
+        ts.nanos()
+    } else {
+        ts.subsec_micros()
+    };
+    PcapPkthdr {
+        ts: Timeval {
+            tv_sec: ts.secs() as libc::time_t,
+            tv_usec: libc::suseconds_t::from(frac),
+        },
+        caplen,
+        len: p.wire_len,
+    }
+}
+
+/// Keeps a copy of the first 24 bytes read (a pcap file header) for the fields the reader does
+/// not expose.
+struct HeadTap {
+    inner: Box<dyn Read>,
+    head: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Read for HeadTap {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Ok(mut h) = self.head.lock() {
+            let want = 24usize.saturating_sub(h.len()).min(n);
+            h.extend_from_slice(&buf[..want]);
+        }
+        Ok(n)
+    }
+}
+
+fn is_swapped(b: ByteOrder) -> bool {
+    (b == ByteOrder::Little) != cfg!(target_endian = "little")
+}
+
+/// Copies `msg` into a C error buffer, cut at a character boundary to fit, NUL-terminated.
+pub(crate) fn write_errbuf(buf: &mut [c_char], msg: &str) {
+    let max = buf.len().saturating_sub(1);
+    let mut end = msg.len().min(max);
+    while !msg.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (d, s) in buf.iter_mut().zip(msg.as_bytes()[..end].iter()) {
+        *d = *s as c_char;
+    }
+    if let Some(z) = buf.get_mut(end) {
+        *z = 0;
+    }
+}
+
+/// "No such file or directory" rather than Rust's "... (os error 2)".
+fn strip_os_error(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// libpcap's messages for a file it cannot open.
+fn open_error_text(e: &netsift_capture::Error) -> String {
+    match e.kind() {
+        ErrorKind::BadMagic => "unknown file format".to_string(),
+        ErrorKind::Truncated => {
+            if e.offset() == Some(0) && e.detail().contains("magic number") {
+                let got = numbers(e.detail()).last().copied().unwrap_or(0);
+                format!("truncated dump file; tried to read 4 file header bytes, only got {got}")
+            } else {
+                let got = numbers(e.detail()).last().copied().unwrap_or(0);
+                format!(
+                    "truncated dump file; tried to read 20 file header bytes, only got {}",
+                    got.saturating_sub(4)
+                )
+            }
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The decimal numbers in a message, in order.
+fn numbers(s: &str) -> Vec<u64> {
+    s.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// libpcap's message for an error in the middle of a savefile.
+fn read_error_text(e: &netsift_capture::Error, pcapng: bool) -> String {
+    let n = numbers(e.detail());
+    match e.kind() {
+        ErrorKind::Truncated if !pcapng => {
+            if e.detail().contains("record header needs") {
+                format!(
+                    "truncated dump file; tried to read {} header bytes, only got {}",
+                    n.first().copied().unwrap_or(16),
+                    n.get(1).copied().unwrap_or(0)
+                )
+            } else {
+                let mut s = String::new();
+                let _ = write!(
+                    s,
+                    "truncated dump file; tried to read {} captured bytes, only got {}",
+                    n.first().copied().unwrap_or(0),
+                    n.get(1).copied().unwrap_or(0)
+                );
+                s
+            }
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// What reading one packet gave.
+enum Step {
+    /// A packet was delivered (or rejected by the filter: `false`).
+    Packet(bool),
+    /// End of file.
+    Eof,
+    /// An error (message in errbuf).
+    Error,
+}
+
+/// Reads one savefile packet and, if the filter accepts it, hands it to `deliver`.
+///
+/// # Safety
+/// `p` must point to a live handle whose kind is `Offline`; no other reference to its fields
+/// may be held across the call.
+unsafe fn offline_step(
+    p: *mut Pcap,
+    deliver: &mut dyn FnMut(*mut Pcap, &PcapPkthdr, *const u8),
+) -> Step {
+    // SAFETY: the caller guarantees `p` is valid; the borrows below end before `deliver`.
+    let (hdr, data) = {
+        let this = unsafe { &mut *p };
+        let Kind::Offline(off) = &mut this.kind else {
+            this.set_err("not a savefile");
+            return Step::Error;
+        };
+        let pcapng = matches!(off.reader.format(), Format::Pcapng { .. });
+        let (precision, linktype, snapshot) = (this.precision, this.linktype, this.snapshot);
+        let packet = match off.reader.next_packet() {
+            None => return Step::Eof,
+            Some(Err(e)) => {
+                let msg = read_error_text(&e, pcapng);
+                write_errbuf(&mut this.errbuf, &msg);
+                return Step::Error;
+            }
+            Some(Ok(pk)) => pk,
+        };
+        let mut caplen = u32::try_from(packet.data.len()).unwrap_or(u32::MAX);
+        let max = names::max_snaplen_for_dlt(linktype);
+        if caplen > max {
+            let msg =
+                format!("invalid packet capture length {caplen}, bigger than maximum of {max}");
+            write_errbuf(&mut this.errbuf, &msg);
+            return Step::Error;
+        }
+        let snap = snapshot.unsigned_abs();
+        caplen = caplen.min(snap);
+        if let Some(f) = &this.filter {
+            let keep = f.run(&packet.data[..caplen as usize], packet.wire_len);
+            if keep == 0 {
+                return Step::Packet(false);
+            }
+        }
+        (header(precision, &packet, caplen), packet.data.as_ptr())
+    };
+    deliver(p, &hdr, data);
+    Step::Packet(true)
+}
+
+/// libpcap's `pcap_offline_read`: up to `cnt` accepted packets (all if `cnt <= 0`). Returns the
+/// number delivered, 0 at end of file, -1 on error, -2 after `pcap_breakloop`.
+///
+/// # Safety
+/// As [`offline_step`].
+pub(crate) unsafe fn offline_read(
+    p: *mut Pcap,
+    cnt: c_int,
+    deliver: &mut dyn FnMut(*mut Pcap, &PcapPkthdr, *const u8),
+) -> c_int {
+    let mut n: c_int = 0;
+    loop {
+        // SAFETY: `p` is valid; only the atomic field is touched.
+        let brk = unsafe { &(*p).break_loop };
+        if brk.load(Ordering::Relaxed) {
+            if n == 0 {
+                brk.store(false, Ordering::Relaxed);
+                return PCAP_ERROR_BREAK;
+            }
+            return n;
+        }
+        // SAFETY: forwarded contract.
+        match unsafe { offline_step(p, deliver) } {
+            Step::Eof => return 0,
+            Step::Error => return PCAP_ERROR,
+            Step::Packet(false) => {}
+            Step::Packet(true) => {
+                n += 1;
+                if cnt > 0 && n >= cnt {
+                    return n;
+                }
+            }
+        }
+    }
+}
+
+/// One read of a live capture (libpcap's `read_op`): waits up to the timeout, then delivers the
+/// ready packets the filter accepts, at most `cnt` (all ready if `cnt <= 0`). Returns the number
+/// delivered (0 after a timeout), -1 on error, -2 after `pcap_breakloop`.
+///
+/// # Safety
+/// `p` must point to a live handle whose kind is `Live`.
+pub(crate) unsafe fn live_read(
+    p: *mut Pcap,
+    cnt: c_int,
+    deliver: &mut dyn FnMut(*mut Pcap, &PcapPkthdr, *const u8),
+) -> c_int {
+    // SAFETY: `p` is valid; the atomic field is only read and written atomically.
+    let brk = unsafe { &(*p).break_loop };
+    if brk.swap(false, Ordering::Relaxed) {
+        return PCAP_ERROR_BREAK;
+    }
+    let (timeout, precision, snapshot) = {
+        // SAFETY: a short shared borrow of plain fields.
+        let this = unsafe { &*p };
+        let t = if this.nonblock {
+            Some(Duration::ZERO)
+        } else if this.opts.timeout_ms > 0 {
+            Some(Duration::from_millis(u64::from(
+                this.opts.timeout_ms.unsigned_abs(),
+            )))
+        } else {
+            None
+        };
+        (t, this.precision, this.snapshot)
+    };
+    // SAFETY: the source and the filter are borrowed for the poll; the callback may only touch
+    // other fields (errbuf, break flag, next slot) — see the module notes.
+    let (src, filter) = unsafe {
+        let Kind::Live(live) = &mut (*p).kind else {
+            (*p).set_err("the capture is not active");
+            return PCAP_ERROR;
+        };
+        (&mut live.src, &(*p).filter)
+    };
+    let mut n: c_int = 0;
+    let mut f = |pk: PacketRef<'_>| {
+        let mut caplen = u32::try_from(pk.data.len()).unwrap_or(u32::MAX);
+        if let Some(f) = filter {
+            let keep = f.run(pk.data, pk.wire_len);
+            if keep == 0 {
+                return Flow::Continue;
+            }
+            caplen = caplen.min(keep);
+        }
+        caplen = caplen.min(snapshot.unsigned_abs());
+        let ts = pk.timestamp;
+        let frac = if precision == PCAP_TSTAMP_PRECISION_NANO {
+            ts.nanos()
+        } else {
+            ts.subsec_micros()
+        };
+        let hdr = PcapPkthdr {
+            ts: Timeval {
+                tv_sec: ts.secs() as libc::time_t,
+                tv_usec: libc::suseconds_t::from(frac),
+            },
+            caplen,
+            len: pk.wire_len,
+        };
+        deliver(p, &hdr, pk.data.as_ptr());
+        n += 1;
+        if (cnt > 0 && n >= cnt) || brk.load(Ordering::Relaxed) {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    };
+    match src.poll_batch(timeout, &mut f) {
+        Ok(_) => {
+            if n == 0 && brk.swap(false, Ordering::Relaxed) {
+                return PCAP_ERROR_BREAK;
+            }
+            n
+        }
+        Err(e) => {
+            let msg = format!("{e}");
+            // SAFETY: the poll's borrows have ended.
+            unsafe { (*p).set_err(&msg) };
+            PCAP_ERROR
+        }
+    }
+}
+
+/// Calls a C `pcap_handler`.
+pub(crate) fn c_deliver(
+    cb: PcapHandler,
+    user: *mut u8,
+) -> impl FnMut(*mut Pcap, &PcapPkthdr, *const u8) {
+    move |_p, hdr, data| {
+        if let Some(cb) = cb {
+            // SAFETY: the caller of pcap_loop/dispatch supplied a valid handler; `hdr` and
+            // `data` are valid for the call.
+            unsafe { cb(user, hdr, data) };
+        }
+    }
+}
+
+/// Copies a packet into the handle's `next` slot (for `pcap_next_ex`).
+pub(crate) fn next_deliver(p: *mut Pcap, hdr: &PcapPkthdr, data: *const u8) {
+    // SAFETY: `data` holds `hdr.caplen` bytes; the slot fields are not borrowed by the reader.
+    unsafe {
+        let bytes = std::slice::from_raw_parts(data, hdr.caplen as usize);
+        let buf = &mut (*p).next_buf;
+        buf.clear();
+        buf.extend_from_slice(bytes);
+        (*p).next_hdr = *hdr;
+    }
+}
+
+/// Reads packets: a savefile to its end or `cnt`, or one batch of a live capture.
+///
+/// # Safety
+/// `p` must be a valid handle.
+pub(crate) unsafe fn dispatch(
+    p: *mut Pcap,
+    cnt: c_int,
+    deliver: &mut dyn FnMut(*mut Pcap, &PcapPkthdr, *const u8),
+) -> c_int {
+    // SAFETY: caller's contract; the kind is only inspected.
+    match unsafe { &(*p).kind } {
+        Kind::Offline(_) => unsafe { offline_read(p, cnt, deliver) },
+        Kind::Live(_) => unsafe { live_read(p, cnt, deliver) },
+        Kind::Created => {
+            unsafe { (*p).set_err("This handle hasn't been activated yet") };
+            crate::ffi::PCAP_ERROR_NOT_ACTIVATED
+        }
+        Kind::Dead => {
+            unsafe {
+                (*p).set_err("Packets aren't available from dead pcap_t's");
+            }
+            PCAP_ERROR
+        }
+    }
+}

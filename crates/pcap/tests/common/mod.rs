@@ -1,0 +1,74 @@
+//! What the tests that run Debian's tcpdump share: netsift's library under Debian's soname in a
+//! directory of its own, and tcpdump itself.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// A directory holding `libpcap.so.0.8`, a copy of this crate's release cdylib.
+///
+/// The library is (re)built with `cargo build --release -p netsift-pcap`, which costs nothing
+/// when it is up to date (and only this crate's few files otherwise: its dependencies are shared
+/// with the rest of the workspace's release build).
+pub fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&root)
+            .args(["build", "--release", "--quiet", "-p", "netsift-pcap"])
+            .status()
+            .expect("run cargo to build the cdylib");
+        assert!(
+            status.success(),
+            "cargo build --release -p netsift-pcap failed"
+        );
+        let so = target.join("release/libpcap.so");
+        assert!(so.is_file(), "{} was not built", so.display());
+        // One directory under target/, replaced atomically (a rename), so that runs leave
+        // nothing behind and a running tcpdump keeps the file it mapped.
+        let dir = target.join("netsift-libpcap-test");
+        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = dir.join(format!("libpcap.so.0.8.{}", std::process::id()));
+        std::fs::copy(&so, &tmp).unwrap();
+        std::fs::rename(&tmp, dir.join("libpcap.so.0.8")).unwrap();
+        dir
+    })
+}
+
+/// Makes sure Debian's tcpdump is installed (installing it with apt-get if needed) and that it
+/// loads netsift's library from [`lib_dir`].
+pub fn tcpdump() -> &'static str {
+    static OK: OnceLock<()> = OnceLock::new();
+    OK.get_or_init(|| {
+        if Command::new("tcpdump").arg("--version").output().is_err() {
+            let st = Command::new("apt-get")
+                .args(["install", "-y", "tcpdump"])
+                .status()
+                .expect("run apt-get");
+            assert!(
+                st.success(),
+                "tcpdump is missing and apt-get install -y tcpdump failed"
+            );
+        }
+        let out = Command::new("tcpdump")
+            .arg("--version")
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .output()
+            .expect("tcpdump --version");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            text.contains("netsift libpcap"),
+            "tcpdump did not load netsift's library from {}: {text}",
+            lib_dir().display()
+        );
+    });
+    "tcpdump"
+}

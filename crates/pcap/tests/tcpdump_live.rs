@@ -1,0 +1,193 @@
+//! Debian's tcpdump captures live on netsift's libpcap: in a network namespace of its own with a
+//! veth pair, `tcpdump -i nsb -c N -n -t -e EXPR` (through netsift's AF_PACKET source, filter in
+//! user space) prints, for the frames sent on the other end, exactly what the real tcpdump
+//! prints when it reads those frames from a file.
+//!
+//! Needs root (namespaces, `CAP_NET_RAW`) and the `ip` command.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use netsift_capture::generate::FrameBuilder;
+use netsift_capture::live::Sender;
+use netsift_capture::{LinkType, PacketRef, PcapWriter, Precision, Timestamp};
+use netsift_testkit::netns::Lab;
+
+/// 40 UDP frames to port 7777 (some VLAN-tagged, which the filter must reject as in a file),
+/// interleaved with TCP, ICMP and other UDP frames, all between 198.18.x.y addresses.
+fn frames() -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    for i in 0..40u16 {
+        let host = (i % 7) as u8 + 1;
+        v.push(
+            FrameBuilder::new()
+                .ipv4([198, 18, 1, host], [198, 18, 2, 2])
+                .udp(4000 + i, 7777)
+                .payload(&[i as u8; 24])
+                .build(),
+        );
+        v.push(
+            FrameBuilder::new()
+                .ipv4([198, 18, 3, host], [198, 18, 4, 4])
+                .tcp(5000 + i, 80, 0x02)
+                .build(),
+        );
+        if i % 5 == 0 {
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
+                    .udp(4000 + i, 7777)
+                    .vlan(9)
+                    .build(),
+            );
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
+                    .icmp_echo_request(1, i)
+                    .build(),
+            );
+        }
+    }
+    v
+}
+
+const FILTER: &str = "udp port 7777";
+const COUNT: usize = 40;
+
+/// What the real tcpdump prints for `frames` read from a file with the same flags.
+fn expected(frames: &[Vec<u8>]) -> Vec<String> {
+    let dir = std::env::temp_dir().join(format!("netsift-pcap-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sent.pcap");
+    let mut w = PcapWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        LinkType::ETHERNET,
+        262_144,
+        Precision::Micro,
+    )
+    .unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(&PacketRef::new(
+            f,
+            Timestamp::new(i as i64, 0),
+            LinkType::ETHERNET,
+        ))
+        .unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let out = Command::new(common::tcpdump())
+        .env_remove("LD_LIBRARY_PATH")
+        .arg("-r")
+        .arg(&path)
+        .args(["-n", "-t", "-e", FILTER])
+        .output()
+        .expect("tcpdump -r");
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn tcpdump_captures_live_on_netsift_libpcap() {
+    let lib = common::lib_dir().to_path_buf();
+    common::tcpdump();
+    let lab = Lab::new().unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"));
+    let frames = frames();
+    let want = expected(&frames);
+    assert_eq!(want.len(), COUNT, "the file run: {want:?}");
+
+    let mut child = lab
+        .command("tcpdump")
+        .env("LD_LIBRARY_PATH", &lib)
+        .args([
+            "-i",
+            &lab.b,
+            "-c",
+            &COUNT.to_string(),
+            "-n",
+            "-t",
+            "-e",
+            FILTER,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tcpdump in the namespace");
+    let mut stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if line.starts_with("listening on") {
+                let _ = tx.send(());
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("tcpdump did not start: {}", err_reader.join().unwrap());
+    }
+    let a = lab.a.clone();
+    lab.run(|| {
+        let mut tx = Sender::open(&a).expect("sender");
+        let mut it = frames.iter().map(Vec::as_slice);
+        tx.send_paced(
+            &mut it,
+            Some(2_000),
+            frames.len() as u64,
+            Duration::from_secs(20),
+        )
+        .expect("send");
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = err_reader.join().unwrap();
+    let out = out_reader.join().unwrap();
+    let status =
+        status.unwrap_or_else(|| panic!("tcpdump -c {COUNT} did not finish: {err}\n{out}"));
+    assert!(status.success(), "tcpdump failed ({status}): {err}");
+    let got: Vec<&str> = out.lines().collect();
+    println!(
+        "live: sent {} frames, tcpdump on netsift's libpcap printed {} lines, {} expected",
+        frames.len(),
+        got.len(),
+        want.len()
+    );
+    assert_eq!(got, want, "stderr: {err}");
+    assert!(
+        err.contains(&format!(
+            "listening on {}, link-type EN10MB (Ethernet), snapshot length 262144 bytes",
+            lab.b
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{COUNT} packets captured")), "{err}");
+}
