@@ -60,26 +60,8 @@ pub const MAX_FLOWS: usize = 1000;
 /// The largest MBuf a filter may ask for, in bytes (64 MiB).
 pub const MAX_MBUF_BYTES: usize = 64 << 20;
 
-/// A byte range `start..end` of a graph (or policy) text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Span {
-    /// First byte.
-    pub start: usize,
-    /// One past the last byte.
-    pub end: usize,
-}
-
-impl Span {
-    /// The span `start..end`.
-    pub const fn new(start: usize, end: usize) -> Span {
-        Span { start, end }
-    }
-
-    /// The smallest span covering both.
-    pub fn to(self, other: Span) -> Span {
-        Span::new(self.start.min(other.start), self.end.max(other.end))
-    }
-}
+/// A byte range `start..end` of a graph (or policy) text (the filter language's span type).
+pub use netsift_lang::Span;
 
 /// One flow: stages connected by `->`.
 #[derive(Clone, Debug, PartialEq, Eq)]

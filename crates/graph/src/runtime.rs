@@ -305,7 +305,7 @@ impl Runtime {
         let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {
             let span = flow.resolved.get(at).map_or(Span::new(0, 0), |r| r.span);
             let name = flow.resolved.get(at).map_or("", |r| r.class.name());
-            FlowError::new(render_at(&flow.text, span, &format!("`{name}`: {e}")))
+            FlowError::new(lang::render_at(&flow.text, span, &format!("`{name}`: {e}")))
         })?;
         let flow = self.flows.get_mut(&id).expect("checked above");
         // Per filter in text order: its stage's nodes in order.
@@ -625,22 +625,6 @@ impl Runtime {
             self.close(id);
         }
     }
-}
-
-/// `text` with a caret line under `span`, then `message`.
-fn render_at(text: &str, span: Span, message: &str) -> String {
-    let start = span.start.min(text.len());
-    let end = span.end.clamp(start, text.len());
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-    let line = &text[line_start..line_end];
-    let pad = text[line_start..start].chars().count();
-    let width = text[start..end.min(line_end)].chars().count().max(1);
-    format!(
-        "{message}\n  {line}\n  {}{}",
-        " ".repeat(pad),
-        "^".repeat(width)
-    )
 }
 
 #[cfg(test)]
