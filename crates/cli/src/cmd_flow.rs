@@ -345,12 +345,12 @@ fn run_flows(
             }),
         ));
     }
-    let mut packets = 0u64;
-    while packets < limit && !signals::stopped() {
+    eprintln!("netsift: {} flow(s) running", readers.len());
+    // `step` returns without a packet when a live source is idle, so Ctrl-C and -c are noticed.
+    while rt.stats().packets < limit && !signals::stopped() {
         if !rt.step().map_err(|e| anyhow!("{e}"))? {
             break;
         }
-        packets += 1;
     }
     let finish = rt.finish();
     let mut out = String::new();

@@ -66,13 +66,34 @@ pub trait Filter: Send {
     }
 }
 
+/// What polling a source gave ([`Source::poll_packet`]).
+#[derive(Debug)]
+pub enum Polled {
+    /// A packet.
+    Packet(Packet),
+    /// Nothing for now (a live source whose wait timed out); ask again.
+    Idle,
+    /// The input ended.
+    End,
+}
+
 /// A source instance: makes packets (a capture file, an interface, a generator, NIC queues).
 pub trait Source: Send {
     /// The link type of the packets.
     fn link_type(&self) -> LinkType;
 
-    /// The next packet, `Ok(None)` at the end of the input.
+    /// The next packet, `Ok(None)` at the end of the input (a live source waits for one).
     fn next_packet(&mut self) -> Result<Option<Packet>, String>;
+
+    /// The next packet, or [`Polled::Idle`] when a live source has none within its poll
+    /// interval, so that the capture loop can notice Ctrl-C or a packet limit. The default
+    /// never idles.
+    fn poll_packet(&mut self) -> Result<Polled, String> {
+        Ok(match self.next_packet()? {
+            Some(p) => Polled::Packet(p),
+            None => Polled::End,
+        })
+    }
 }
 
 /// What a class makes.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use netsift_capture::{LinkType, Packet};
 
-use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Source, Verdict};
+use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Polled, Source, Verdict};
 use crate::mbuf::MBuf;
 
 /// The index of a node.
@@ -278,8 +278,8 @@ impl Dataflow {
         errors
     }
 
-    /// Take the next packet of source `id` (`Ok(None)` at its end, or when `id` is not a
-    /// source with input left).
+    /// Take the next packet of source `id` (`Ok(None)` when it has none now, at its end, or
+    /// when `id` is not a source with input left).
     pub fn next_from(&mut self, id: NodeId) -> Result<Option<Packet>, String> {
         // Not `node_mut`: taking a packet does not change the graph.
         let Some(n) = self.nodes.get_mut(id).and_then(Option::as_mut) else {
@@ -288,12 +288,13 @@ impl Dataflow {
         let Body::Source(Some(src)) = &mut n.body else {
             return Ok(None);
         };
-        match src.next_packet()? {
-            Some(p) => {
+        match src.poll_packet()? {
+            Polled::Packet(p) => {
                 n.passed += 1;
                 Ok(Some(p))
             }
-            None => {
+            Polled::Idle => Ok(None),
+            Polled::End => {
                 n.body = Body::Source(None);
                 self.generation += 1;
                 Ok(None)

@@ -30,7 +30,7 @@ pub mod mbuf;
 pub mod policy;
 pub mod runtime;
 
-pub use class::{Arg, Filter, FilterClass, Instance, Pkt, Registry, Source, Verdict};
+pub use class::{Arg, Filter, FilterClass, Instance, Pkt, Polled, Registry, Source, Verdict};
 pub use mbuf::MBuf;
 pub use runtime::{FlowError, FlowId, FlowOptions, FlowState, Runtime};
 

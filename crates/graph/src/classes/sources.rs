@@ -18,7 +18,7 @@ use std::time::Duration;
 use netsift_capture::generate::mixed_traffic;
 use netsift_capture::{CaptureReader, LinkType, Packet};
 
-use crate::class::{Arg, Context, FilterClass, Instance, Source};
+use crate::class::{Arg, Context, FilterClass, Instance, Polled, Source};
 use crate::classes::{number_arg, text_arg};
 
 /// The most packets `gen` makes.
@@ -264,6 +264,20 @@ impl Source for DeviceSource {
                 .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
         }
         Ok(self.queue.pop_front())
+    }
+
+    fn poll_packet(&mut self) -> Result<Polled, String> {
+        use netsift_capture::live::{Flow, Source as _};
+        if self.queue.is_empty() {
+            let queue = &mut self.queue;
+            self.src
+                .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
+                    queue.push_back(p.to_owned());
+                    Flow::Continue
+                })
+                .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
+        }
+        Ok(self.queue.pop_front().map_or(Polled::Idle, Polled::Packet))
     }
 }
 
