@@ -263,6 +263,12 @@ fn demo_reports_on_the_bundled_sample() {
     for expr in ["tcp port 80", "udp port 53", "vlan", "arp"] {
         assert!(s.contains(expr), "{expr} missing from the report");
     }
+    assert!(s.contains("in the NIC: `tcp port 80`"), "{s}");
+    assert!(
+        s.contains("NIC + software filter = the filter on every packet"),
+        "{s}"
+    );
+    assert!(s.contains("FFPF flows: 2 flows"), "{s}");
     let written = tmp("sample.pcap");
     let o = netsift(&["demo", "--write-sample", written.to_str().unwrap()]);
     assert!(o.status.success());
