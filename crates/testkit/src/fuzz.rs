@@ -688,3 +688,34 @@ pub fn fpl_compile(data: &[u8]) {
         }
     }
 }
+
+/// Parse `data` as FFPF graphs and as an authorisation policy: nothing panics; every parsed
+/// flow prints (`Display`) as text that parses back to the same flow; checking it against the
+/// standard classes (no instantiation: classes open files and devices) never panics, and the
+/// policy, when it parses, decides about every flow that checks.
+pub fn graph_parse(data: &[u8]) {
+    use netsift_graph::lang;
+    use netsift_graph::policy::Policy;
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let registry = netsift_graph::standard_registry();
+    let policy = Policy::parse(text).ok();
+    let Ok(flows) = lang::parse(text) else {
+        if let Err(e) = lang::parse(text) {
+            let _ = e.render(text);
+        }
+        return;
+    };
+    for flow in &flows {
+        let printed = flow.to_string();
+        let again = lang::parse(&printed).expect("a printed flow parses");
+        assert_eq!(again.len(), 1, "{printed:?}");
+        assert_eq!(again[0].to_string(), printed, "round trip of {printed:?}");
+        if let Ok(resolved) = lang::check(flow, &registry)
+            && let Some(p) = &policy
+        {
+            let _ = p.check("nobody", flow, &resolved, Some(1));
+        }
+    }
+}

@@ -348,3 +348,27 @@ fn fpl_compile_on_programs_and_mutations() {
         fuzz::fpl_compile(&input);
     }
 }
+
+#[test]
+fn graph_parse_on_graphs_and_mutations() {
+    let mut rng = Rng::new(29);
+    let inputs = [
+        "(device,eth0) | (device,eth1) -> (sampler,2,4) -> (bpf,\"tcp\") | (bpf,\"udp\") -> (bytecount,,8); (device,eth0) -> (sampler,2,4) -> (bpf,\"icmp\") -> (packetcount,,8)",
+        "(gen,1,100) -> (strsearch,\"GET\",\"\\x90\\x90\",16) -> (flowcount,tcp,4096) # c\n -> (snap,64)",
+        "default deny\nuser root: allow\nrequire strsearch after sampler\nuser alice: only \"net 198.18.1.0/24\"\nmax mbuf 64K\n",
+    ];
+    for g in inputs {
+        let bytes = g.as_bytes().to_vec();
+        fuzz::graph_parse(&bytes);
+        for _ in 0..500 {
+            let mut m = bytes.clone();
+            let at = rng.below(m.len() as u64) as usize;
+            m[at] = *rng.pick(b"()|->,;\"\\#: \n0123456789abcdefghijklmnopqrstuvwxyz");
+            fuzz::graph_parse(&m);
+            fuzz::graph_parse(&m[..at]);
+        }
+    }
+    for input in stored_inputs("graph_parse") {
+        fuzz::graph_parse(&input);
+    }
+}

@@ -51,6 +51,13 @@ const FPL_SEEDS: &[&str] = &[
     "R[2] = HASH(26, 8, 16); MEM[R[2]] += PKT.TCP_DPORT; RETURN (R[2] << 3 | PKT.B[14].U4[1]);",
 ];
 
+/// FFPF graphs and a policy.
+const GRAPH_SEEDS: &[&str] = &[
+    "(device,eth0) | (device,eth1) -> (sampler,2,4) -> (bpf,\"tcp\") | (bpf,\"udp\") -> (bytecount,,8); (device,eth0) -> (sampler,2,4) -> (bpf,\"icmp\") -> (packetcount,,8)",
+    "(gen,1,100) -> (strsearch,\"GET\",\"\\x90\\x90\",16) -> (flowcount,tcp,4096) # comment\n -> (snap,64)",
+    "default deny\nuser root: allow\nrequire strsearch after sampler\nuser alice: only \"net 198.18.1.0/24\"\nmax mbuf 64K\n",
+];
+
 fn main() {
     let Some(dir) = std::env::args().nth(1) else {
         eprintln!("usage: fuzz-seeds DIR");
@@ -191,6 +198,9 @@ fn main() {
     }
     for (i, prog) in FPL_SEEDS.iter().enumerate() {
         write(dir, "fpl_compile", &format!("seed-{i}"), prog.as_bytes());
+    }
+    for (i, g) in GRAPH_SEEDS.iter().enumerate() {
+        write(dir, "graph_parse", &format!("seed-{i}"), g.as_bytes());
     }
     println!("fuzz seeds written to {}", dir.display());
 }
