@@ -131,6 +131,7 @@
 //! (`Release`/`Acquire` on `R_i`). These are the only `unsafe` blocks of the module.
 
 use std::fmt;
+use std::io;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -140,6 +141,7 @@ use std::time::{Duration, Instant};
 use netsift_capture::{LinkType, Timestamp};
 
 use crate::class::Pkt;
+use crate::shm::{Mem, One, Plain, Region};
 
 /// How long a waiting reader sleeps at most before it re-checks its IBuf (see the module docs:
 /// it bounds the latency of a missed wake-up).
@@ -249,7 +251,7 @@ pub struct ReaderStats {
 
 /// Pads and aligns a value to its own cache lines (128 bytes: adjacent-line prefetch).
 #[derive(Default)]
-#[repr(align(128))]
+#[repr(C, align(128))]
 struct Padded<T>(T);
 
 impl<T> Deref for Padded<T> {
@@ -262,6 +264,7 @@ impl<T> Deref for Padded<T> {
 /// An IBuf entry: the sequence word (position + 1, 0 while written), the PBuf position, and
 /// the slot index with the filter's result.
 #[derive(Default)]
+#[repr(C)]
 struct Entry {
     tag: AtomicU64,
     pos: AtomicU64,
@@ -272,6 +275,7 @@ struct Entry {
 
 /// The counters and indices the writer writes.
 #[derive(Default)]
+#[repr(C)]
 struct WriterSide {
     /// `W_i`: the next entry position.
     w: AtomicU64,
@@ -281,6 +285,7 @@ struct WriterSide {
 
 /// The counters and indices the reader writes.
 #[derive(Default)]
+#[repr(C)]
 struct ReaderSide {
     /// `R_i`: the released position.
     r: AtomicU64,
@@ -288,14 +293,80 @@ struct ReaderSide {
     overwritten: AtomicU64,
     /// `W_i` the waiting reader waits for (0: not waiting).
     wait_target: AtomicU64,
+    /// Shared control pages: identifies the page ([`Reader::attach`] checks it).
+    magic: AtomicU64,
 }
+
+/// The first 128 bytes of a PBuf: what a process that maps it needs to know, and the
+/// finished flag.
+#[derive(Default)]
+#[repr(C)]
+struct GroupHead {
+    magic: AtomicU64,
+    /// 0: slow-reader preference, 1: fast-reader preference.
+    pref: AtomicU64,
+    slots: AtomicU64,
+    slot_size: AtomicU64,
+    /// Non-zero: the writer finished ([`Writer::finish`] or dropped) and none wrote since.
+    finished: AtomicU64,
+}
+
+/// The first 128 bytes of a shared IBuf.
+#[derive(Default)]
+#[repr(C)]
+struct IbufHead {
+    magic: AtomicU64,
+    entries: AtomicU64,
+}
+
+// SAFETY: `#[repr(C)]` structs of atomics (valid at zero, no Drop, alignment 8 or 128).
+unsafe impl Plain for Entry {}
+// SAFETY: as above.
+unsafe impl Plain for Padded<WriterSide> {}
+// SAFETY: as above.
+unsafe impl Plain for Padded<ReaderSide> {}
+// SAFETY: as above.
+unsafe impl Plain for Padded<GroupHead> {}
+// SAFETY: as above.
+unsafe impl Plain for Padded<IbufHead> {}
+
+/// Bytes of a padded header in a shared region.
+const HEAD: usize = std::mem::size_of::<Padded<GroupHead>>();
+/// `nsPBUF01`, `nsIBUF01`, `nsCTRL01`: the first word of each shared region.
+const PBUF_MAGIC: u64 = u64::from_le_bytes(*b"nsPBUF01");
+const IBUF_MAGIC: u64 = u64::from_le_bytes(*b"nsIBUF01");
+const CTRL_MAGIC: u64 = u64::from_le_bytes(*b"nsCTRL01");
+
+/// A reader's shared memory, to hand to another process ([`Reader::shared_regions`],
+/// [`Reader::attach`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SharedRegions<'a> {
+    /// The group's PBuf (the other process maps it read-only).
+    pub pbuf: &'a Region,
+    /// The reader's IBuf (read-only for the other process).
+    pub ibuf: &'a Region,
+    /// The reader's control page, `R_i` and the reader's counters (read-write).
+    pub ctrl: &'a Region,
+}
+
+/// Why [`Reader::attach`] refused a set of regions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachError(String);
+
+impl fmt::Display for AttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AttachError {}
 
 /// An index buffer: the ring of entries of one reader.
 struct IBuf {
     serial: u32,
-    entries: Box<[Entry]>,
-    writer: Padded<WriterSide>,
-    reader: Padded<ReaderSide>,
+    entries: Mem<Entry>,
+    writer: One<Padded<WriterSide>>,
+    reader: One<Padded<ReaderSide>>,
     /// The thread to unpark while the reader waits.
     thread: Mutex<Option<Thread>>,
 }
@@ -352,7 +423,9 @@ struct Shared {
     /// Words per slot: header and data.
     stride: usize,
     /// The PBuf: `slots * stride` words.
-    words: Box<[AtomicU64]>,
+    words: Mem<AtomicU64>,
+    /// The group's header: layout (for processes that map the PBuf) and the finished flag.
+    head: One<Padded<GroupHead>>,
     /// `W`: the next PBuf position (written by the writer only).
     w: Padded<AtomicU64>,
     copies: AtomicU64,
@@ -364,8 +437,6 @@ struct Shared {
     sleepers: Padded<AtomicUsize>,
     /// A [`Writer`] exists.
     writer: AtomicBool,
-    /// The last writer finished (dropped or [`Writer::finish`]) and none wrote since.
-    finished: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -381,7 +452,13 @@ impl Shared {
     }
 
     fn finished(&self) -> bool {
-        self.finished.load(Ordering::Acquire)
+        self.head.finished.load(Ordering::Acquire) != 0
+    }
+
+    fn set_finished(&self, finished: bool) {
+        self.head
+            .finished
+            .store(u64::from(finished), Ordering::Release);
     }
 }
 
@@ -404,14 +481,58 @@ impl fmt::Debug for Group {
 
 impl Group {
     /// A group with a PBuf of `slots` slots of `slot_size` bytes each (both raised to at least
-    /// 1) and the given buffer management.
+    /// 1) and the given buffer management, on the heap.
     pub fn new(slots: u32, slot_size: u32, pref: Preference) -> Group {
+        let (slots, slot_size, stride) = Group::layout(slots, slot_size);
+        Group::build(
+            pref,
+            slots,
+            slot_size,
+            stride,
+            Mem::heap(slots as usize * stride),
+            One::heap(),
+        )
+    }
+
+    /// [`Group::new`] with the PBuf in a memory file (its readers' buffers too, with
+    /// [`Group::add_reader`]), so that other processes can map it ([`Reader::attach`]).
+    pub fn new_shared(slots: u32, slot_size: u32, pref: Preference) -> io::Result<Group> {
+        let (slots, slot_size, stride) = Group::layout(slots, slot_size);
+        let words_len = (slots as usize)
+            .checked_mul(stride * 8)
+            .and_then(|n| n.checked_add(HEAD))
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "PBuf too large"))?;
+        let region = std::sync::Arc::new(Region::create("netsift-pbuf", words_len)?);
+        let bad = || io::Error::other("PBuf layout");
+        let head: One<Padded<GroupHead>> = One::in_region(&region, 0).ok_or_else(bad)?;
+        let words = Mem::in_region(&region, HEAD, slots as usize * stride).ok_or_else(bad)?;
+        head.slots.store(u64::from(slots), Ordering::Relaxed);
+        head.slot_size
+            .store(u64::from(slot_size), Ordering::Relaxed);
+        head.pref
+            .store(u64::from(pref == Preference::FastReader), Ordering::Relaxed);
+        head.magic.store(PBUF_MAGIC, Ordering::Release);
+        Ok(Group::build(pref, slots, slot_size, stride, words, head))
+    }
+
+    fn layout(slots: u32, slot_size: u32) -> (u32, u32, usize) {
         let slots = slots.max(1);
         let slot_size = slot_size.max(1);
-        let stride = HEADER_WORDS + (slot_size as usize).div_ceil(8);
-        let words = (0..slots as usize * stride)
-            .map(|_| AtomicU64::new(0))
-            .collect();
+        (
+            slots,
+            slot_size,
+            HEADER_WORDS + (slot_size as usize).div_ceil(8),
+        )
+    }
+
+    fn build(
+        pref: Preference,
+        slots: u32,
+        slot_size: u32,
+        stride: usize,
+        words: Mem<AtomicU64>,
+        head: One<Padded<GroupHead>>,
+    ) -> Group {
         Group {
             shared: Arc::new(Shared {
                 pref,
@@ -419,6 +540,7 @@ impl Group {
                 slot_size,
                 stride,
                 words,
+                head,
                 w: Padded::default(),
                 copies: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
@@ -426,9 +548,13 @@ impl Group {
                 generation: AtomicU64::new(0),
                 sleepers: Padded::default(),
                 writer: AtomicBool::new(false),
-                finished: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// Whether the group's buffers are in memory files ([`Group::new_shared`]).
+    pub fn is_shared(&self) -> bool {
+        self.shared.words.region().is_some()
     }
 
     /// The buffer management of the group.
@@ -456,7 +582,7 @@ impl Group {
         {
             return None;
         }
-        s.finished.store(false, Ordering::Release);
+        s.set_finished(false);
         let w = s.w.load(Ordering::Relaxed);
         Some(Writer {
             shared: Arc::clone(s),
@@ -473,16 +599,48 @@ impl Group {
 
     /// Add a reader with an IBuf of `ibuf_entries` entries (at least 1). It receives what the
     /// writer delivers to its id from now on; running readers are not disturbed.
+    ///
+    /// # Panics
+    /// In a shared group ([`Group::new_shared`]) if the memory files cannot be created; use
+    /// [`Group::try_add_reader`] there.
     pub fn add_reader(&self, ibuf_entries: usize) -> (ReaderId, Reader) {
+        self.try_add_reader(ibuf_entries)
+            .expect("creating the IBuf's memory file")
+    }
+
+    /// [`Group::add_reader`]: in a shared group the IBuf and the reader's control page are
+    /// memory files, and creating them can fail.
+    pub fn try_add_reader(&self, ibuf_entries: usize) -> io::Result<(ReaderId, Reader)> {
         let cap = ibuf_entries.max(1);
+        let (entries, writer, reader) = if self.is_shared() {
+            let bad = || io::Error::other("IBuf layout");
+            let len = cap
+                .checked_mul(std::mem::size_of::<Entry>())
+                .and_then(|n| n.checked_add(2 * HEAD))
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "IBuf too large"))?;
+            let ibuf = Arc::new(Region::create("netsift-ibuf", len)?);
+            let ctrl = Arc::new(Region::create("netsift-ctrl", HEAD)?);
+            let head: One<Padded<IbufHead>> = One::in_region(&ibuf, 0).ok_or_else(bad)?;
+            head.entries.store(cap as u64, Ordering::Relaxed);
+            head.magic.store(IBUF_MAGIC, Ordering::Release);
+            let rs: One<Padded<ReaderSide>> = One::in_region(&ctrl, 0).ok_or_else(bad)?;
+            rs.magic.store(CTRL_MAGIC, Ordering::Release);
+            (
+                Mem::in_region(&ibuf, 2 * HEAD, cap).ok_or_else(bad)?,
+                One::in_region(&ibuf, HEAD).ok_or_else(bad)?,
+                rs,
+            )
+        } else {
+            (Mem::heap(cap), One::heap(), One::heap())
+        };
         let mut table = lock(&self.shared.table);
         let serial = table.next_serial;
         table.next_serial = table.next_serial.wrapping_add(1);
         let ibuf = Arc::new(IBuf {
             serial,
-            entries: (0..cap).map(|_| Entry::default()).collect(),
-            writer: Padded::default(),
-            reader: Padded::default(),
+            entries,
+            writer,
+            reader,
             thread: Mutex::new(None),
         });
         let index = match table.ibufs.iter().position(Option::is_none) {
@@ -501,20 +659,7 @@ impl Group {
             index: index as u32,
             serial,
         };
-        let reader = Reader {
-            shared: Arc::clone(&self.shared),
-            ibuf,
-            id,
-            r: 0,
-            r_index: 0,
-            w_cache: 0,
-            delivered: 0,
-            overwritten: 0,
-            lost_pending: 0,
-            scratch: Vec::new(),
-            closed: false,
-        };
-        (id, reader)
+        Ok((id, Reader::new(Arc::clone(&self.shared), ibuf, id)))
     }
 
     /// Unregister reader `id` (as dropping its [`Reader`] does): the writer no longer delivers
@@ -659,7 +804,7 @@ impl Writer {
                             ibuf: Arc::clone(b),
                             w,
                             w_index: (w % b.cap()) as usize,
-                            r_cache: b.reader.r.load(Ordering::Acquire),
+                            r_cache: b.reader.r.load(Ordering::Acquire).min(w),
                             last_pos: 0,
                             appended: b.writer.appended.load(Ordering::Relaxed),
                             dropped: b.writer.dropped.load(Ordering::Relaxed),
@@ -690,7 +835,8 @@ impl Writer {
         for wi in self.readers.iter_mut().flatten() {
             // Acquire: the reader's reads of everything before R_i happen before our next
             // write of those slots.
-            let r = wi.ibuf.reader.r.load(Ordering::Acquire);
+            // `min`: a reader in another process may store anything; never trust it past `W_i`.
+            let r = wi.ibuf.reader.r.load(Ordering::Acquire).min(wi.w);
             wi.r_cache = r;
             if r < wi.w {
                 let e = &wi.ibuf.entries[(r % wi.ibuf.cap()) as usize];
@@ -718,7 +864,7 @@ impl Writer {
         self.refresh();
         if self.finished {
             self.finished = false;
-            self.shared.finished.store(false, Ordering::Release);
+            self.shared.set_finished(false);
         }
         let slots = u64::from(self.shared.slots);
         let pos = self.w;
@@ -828,7 +974,7 @@ impl Writer {
         }
         if s.pref == Preference::SlowReader {
             if wi.w - wi.r_cache >= entries {
-                wi.r_cache = wi.ibuf.reader.r.load(Ordering::Acquire);
+                wi.r_cache = wi.ibuf.reader.r.load(Ordering::Acquire).min(wi.w);
                 if wi.w - wi.r_cache >= entries {
                     wi.note_dropped();
                     return false;
@@ -946,7 +1092,7 @@ impl Writer {
     /// undoes it. Dropping the writer does the same.
     pub fn finish(&mut self) {
         self.finished = true;
-        self.shared.finished.store(true, Ordering::Release);
+        self.shared.set_finished(true);
         // Wake every waiting reader: there is nothing more to wait for.
         for b in lock(&self.shared.table).ibufs.iter().flatten() {
             b.unpark();
@@ -1083,6 +1229,113 @@ enum Step {
 }
 
 impl Reader {
+    fn new(shared: Arc<Shared>, ibuf: Arc<IBuf>, id: ReaderId) -> Reader {
+        // A reader attached to existing buffers starts at the released position.
+        let r = ibuf.reader.r.load(Ordering::Acquire);
+        Reader {
+            r,
+            r_index: (r % ibuf.cap()) as usize,
+            w_cache: r,
+            delivered: ibuf.reader.delivered.load(Ordering::Relaxed),
+            overwritten: ibuf.reader.overwritten.load(Ordering::Relaxed),
+            lost_pending: 0,
+            scratch: Vec::new(),
+            closed: false,
+            shared,
+            ibuf,
+            id,
+        }
+    }
+
+    /// The memory files of a reader of a shared group ([`Group::new_shared`]), to hand to the
+    /// process that will read it with [`Reader::attach`]; `None` for heap buffers.
+    pub fn shared_regions(&self) -> Option<SharedRegions<'_>> {
+        Some(SharedRegions {
+            pbuf: self.shared.words.region()?,
+            ibuf: self.ibuf.entries.region()?,
+            ctrl: self.ibuf.reader.region()?,
+        })
+    }
+
+    /// A reader over buffers another process created ([`Reader::shared_regions`]), mapped in
+    /// this one: the PBuf and IBuf (read-only mappings suffice) and the control page
+    /// (read-write). The layouts are checked; the reader starts at the released position `R_i`.
+    ///
+    /// An attached reader is the only reader of its IBuf; dropping it releases nothing in the
+    /// creator (the creator removes the reader when the process goes away). It waits by
+    /// re-checking its IBuf every [`RECHECK`] (the writer cannot wake a thread of another
+    /// process).
+    pub fn attach(pbuf: Region, ibuf: Region, ctrl: Region) -> Result<Reader, AttachError> {
+        let err = |m: &str| AttachError(m.to_string());
+        if !ctrl.is_writable() {
+            return Err(err("the control page must be mapped writable"));
+        }
+        let (pbuf, ibuf, ctrl) = (Arc::new(pbuf), Arc::new(ibuf), Arc::new(ctrl));
+        let head: One<Padded<GroupHead>> =
+            One::in_region(&pbuf, 0).ok_or_else(|| err("the PBuf is too short"))?;
+        if head.magic.load(Ordering::Acquire) != PBUF_MAGIC {
+            return Err(err("the PBuf is not a netsift packet buffer"));
+        }
+        let slots = u32::try_from(head.slots.load(Ordering::Relaxed))
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| err("the PBuf's slot count is invalid"))?;
+        let slot_size = u32::try_from(head.slot_size.load(Ordering::Relaxed))
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| err("the PBuf's slot size is invalid"))?;
+        let pref = match head.pref.load(Ordering::Relaxed) {
+            0 => Preference::SlowReader,
+            1 => Preference::FastReader,
+            _ => return Err(err("the PBuf's buffer policy is invalid")),
+        };
+        let (slots, slot_size, stride) = Group::layout(slots, slot_size);
+        let words = (slots as usize)
+            .checked_mul(stride)
+            .and_then(|n| Mem::in_region(&pbuf, HEAD, n))
+            .ok_or_else(|| err("the PBuf is shorter than its slots"))?;
+        let ihead: One<Padded<IbufHead>> =
+            One::in_region(&ibuf, 0).ok_or_else(|| err("the IBuf is too short"))?;
+        if ihead.magic.load(Ordering::Acquire) != IBUF_MAGIC {
+            return Err(err("the IBuf is not a netsift index buffer"));
+        }
+        let cap = usize::try_from(ihead.entries.load(Ordering::Relaxed))
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| err("the IBuf's entry count is invalid"))?;
+        let entries = Mem::in_region(&ibuf, 2 * HEAD, cap)
+            .ok_or_else(|| err("the IBuf is shorter than its entries"))?;
+        let writer = One::in_region(&ibuf, HEAD).ok_or_else(|| err("the IBuf is too short"))?;
+        let reader: One<Padded<ReaderSide>> =
+            One::in_region(&ctrl, 0).ok_or_else(|| err("the control page is too short"))?;
+        if reader.magic.load(Ordering::Acquire) != CTRL_MAGIC {
+            return Err(err("the control page is not a netsift reader page"));
+        }
+        let group = Group::build(pref, slots, slot_size, stride, words, head);
+        // No writer in this process.
+        group.shared.writer.store(true, Ordering::Relaxed);
+        let ibuf = Arc::new(IBuf {
+            serial: 0,
+            entries,
+            writer,
+            reader,
+            thread: Mutex::new(None),
+        });
+        Ok(Reader::new(
+            group.shared,
+            ibuf,
+            ReaderId {
+                index: 0,
+                serial: 0,
+            },
+        ))
+    }
+
+    /// The buffer policy of the reader's group.
+    pub fn preference(&self) -> Preference {
+        self.shared.pref
+    }
+
     /// The reader's id (for [`Writer::deliver`]).
     pub fn id(&self) -> ReaderId {
         self.id
@@ -1616,6 +1869,110 @@ mod tests {
             std::hint::black_box(i);
             std::hint::spin_loop();
         }
+    }
+
+    /// Map a shared reader's regions as another process would: PBuf and IBuf from read-only
+    /// descriptors, the control page read-write.
+    fn attach_like_a_client(r: &Reader) -> Reader {
+        let regions = r.shared_regions().expect("a shared group");
+        let ro = |reg: &Region| Region::map(reg.read_only_fd().unwrap(), false).unwrap();
+        let ctrl = Region::map(regions.ctrl.fd().try_clone_to_owned().unwrap(), true).unwrap();
+        Reader::attach(ro(regions.pbuf), ro(regions.ibuf), ctrl).unwrap()
+    }
+
+    #[test]
+    fn shared_groups_are_read_through_mappings() {
+        for pref in [Preference::SlowReader, Preference::FastReader] {
+            let g = Group::new_shared(8, 256, pref).unwrap();
+            assert!(g.is_shared());
+            let (a, ra) = g.try_add_reader(16).unwrap();
+            let (b, rb) = g.try_add_reader(16).unwrap();
+            let mut ca = attach_like_a_client(&ra);
+            let mut cb = attach_like_a_client(&rb);
+            assert_eq!(ca.preference(), pref);
+            assert!(
+                Group::new(4, 64, pref)
+                    .add_reader(4)
+                    .1
+                    .shared_regions()
+                    .is_none()
+            );
+            let mut w = g.writer().unwrap();
+            let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+            for seq in 0..40u64 {
+                let p = payload(seq);
+                let to: Vec<(ReaderId, u32)> = [(a, 1), (b, 2)]
+                    .into_iter()
+                    .filter(|&(id, _)| id != b || seq % 3 == 0)
+                    .collect();
+                w.write(&pkt(&p), &to);
+                // Reader A keeps up; B reads every 10 packets.
+                while let Some(d) = ca.next() {
+                    assert_eq!(d.result, 1);
+                    got_a.push(check(d.data, usize::MAX).expect("intact"));
+                }
+                ca.release();
+                if seq % 10 == 9 {
+                    while let Some(d) = cb.next() {
+                        assert_eq!(d.result, 2);
+                        got_b.push(check(d.data, usize::MAX).expect("intact"));
+                    }
+                    cb.release();
+                }
+            }
+            // The creator sees the attached readers' counters through the control pages. Under
+            // slow-reader preference B's held slots make the group drop packets (for A too).
+            let sa = g.reader_stats(a).unwrap();
+            assert_eq!(sa.delivered, got_a.len() as u64);
+            assert_eq!(sa.delivered + sa.dropped, 40, "{pref:?} {sa:?}");
+            assert!(got_a.windows(2).all(|w| w[0] < w[1]));
+            if pref == Preference::FastReader {
+                assert_eq!(got_a, (0..40).collect::<Vec<_>>());
+            } else {
+                assert!(sa.dropped > 0, "B held the PBuf");
+            }
+            let sb = g.reader_stats(b).unwrap();
+            assert!(sb.appended <= 14);
+            assert_eq!(
+                sb.delivered + sb.dropped + sb.overwritten,
+                14,
+                "{pref:?} {sb:?}"
+            );
+            assert_eq!(got_b.len() as u64, sb.delivered);
+            assert!(!cb.is_finished());
+            drop(w);
+            assert!(cb.is_finished(), "the finished flag is in the PBuf");
+            // Regions the wrong way round are refused with a message.
+            let regions = ra.shared_regions().unwrap();
+            let rw =
+                |reg: &Region| Region::map(reg.fd().try_clone_to_owned().unwrap(), true).unwrap();
+            let e =
+                Reader::attach(rw(regions.ibuf), rw(regions.pbuf), rw(regions.ctrl)).unwrap_err();
+            assert_eq!(e.to_string(), "the PBuf is not a netsift packet buffer");
+            let e =
+                Reader::attach(rw(regions.pbuf), rw(regions.ctrl), rw(regions.ctrl)).unwrap_err();
+            assert_eq!(e.to_string(), "the IBuf is not a netsift index buffer");
+            let ro_ctrl = Region::map(regions.ctrl.read_only_fd().unwrap(), false).unwrap();
+            let e = Reader::attach(rw(regions.pbuf), rw(regions.ibuf), ro_ctrl).unwrap_err();
+            assert!(e.to_string().contains("writable"));
+        }
+    }
+
+    #[test]
+    fn a_lying_reader_cannot_break_the_writer() {
+        let g = Group::new_shared(4, 64, Preference::SlowReader).unwrap();
+        let (a, ra) = g.try_add_reader(4).unwrap();
+        let client = attach_like_a_client(&ra);
+        let ctrl = Arc::clone(client.ibuf.reader.region().unwrap());
+        let r: Mem<AtomicU64> = Mem::in_region(&ctrl, 0, 1).unwrap();
+        let mut w = g.writer().unwrap();
+        for (i, lie) in [u64::MAX, 7, 0, u64::MAX / 2].into_iter().enumerate() {
+            r[0].store(lie, Ordering::Release);
+            let p = payload(i as u64);
+            w.write(&pkt(&p), &[(a, 1)]);
+        }
+        let st = g.reader_stats(a).unwrap();
+        assert_eq!(st.appended + st.dropped, 4);
     }
 
     #[test]

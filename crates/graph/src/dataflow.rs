@@ -62,6 +62,7 @@ struct Key {
     args: Vec<Arg>,
     mbuf: usize,
     upstream: Vec<NodeId>,
+    scope: Option<String>,
 }
 
 /// A filter to place: its class, arguments and MBuf size.
@@ -73,6 +74,10 @@ pub struct Spec {
     pub args: Vec<Arg>,
     /// MBuf bytes.
     pub mbuf: usize,
+    /// Who may share the instance: filters are merged only with filters of the same scope
+    /// (`None`: any flow's). `netsiftd` scopes filters by flow group, so that one group never
+    /// sees — or writes — another group's filter memory.
+    pub scope: Option<String>,
 }
 
 /// The instantiated graph.
@@ -85,6 +90,8 @@ pub struct Dataflow {
     /// Bumped whenever a node may have been added, removed or changed, or a source ended
     /// ([`Dataflow::generation`]).
     generation: u64,
+    /// New nodes get their MBuf in a memory file ([`MBuf::new_shared`]).
+    shared_mbufs: bool,
 }
 
 /// The result of one packet at a node that passed it.
@@ -100,6 +107,11 @@ impl Dataflow {
     /// An empty graph.
     pub fn new() -> Dataflow {
         Dataflow::default()
+    }
+
+    /// Give new nodes their MBufs in memory files, to share with other processes.
+    pub fn set_shared_mbufs(&mut self, shared: bool) {
+        self.shared_mbufs = shared;
     }
 
     /// The node `id`, if it exists.
@@ -158,6 +170,7 @@ impl Dataflow {
                         args: spec.args.clone(),
                         mbuf: spec.mbuf,
                         upstream: up.clone(),
+                        scope: spec.scope.clone(),
                     };
                     let at = stages[..si].iter().map(Vec::len).sum::<usize>() + fi;
                     let id = match self.index.get(&key) {
@@ -213,6 +226,11 @@ impl Dataflow {
             link_type,
             mbuf_bytes: spec.mbuf.div_ceil(8) * 8,
         };
+        let mbuf = if self.shared_mbufs && spec.mbuf > 0 {
+            MBuf::new_shared(spec.mbuf).map_err(|e| format!("cannot create its MBuf: {e}"))?
+        } else {
+            MBuf::new(spec.mbuf)
+        };
         let instance = spec.class.instantiate(&spec.args, &ctx)?;
         let (body, link_type) = match instance {
             Instance::Source(s) => {
@@ -224,7 +242,7 @@ impl Dataflow {
         Ok(Node {
             class: Arc::clone(&spec.class),
             args: spec.args.clone(),
-            mbuf: MBuf::new(spec.mbuf),
+            mbuf,
             upstream,
             link_type,
             body,

@@ -16,6 +16,7 @@
 //! - [`runtime`]: instantiation with prefix merging (identical filters with identical upstream
 //!   are one instance), flows and their life cycle, the capture loop.
 //! - [`dot`]: the instantiated graph as Graphviz (the paper's Fig. 3).
+//! - [`shm`]: buffers in memory files, mapped by other processes (`netsiftd` and its clients).
 
 #![deny(missing_docs)]
 
@@ -29,6 +30,7 @@ pub mod lang;
 pub mod mbuf;
 pub mod policy;
 pub mod runtime;
+pub mod shm;
 
 pub use class::{Arg, Filter, FilterClass, Instance, Pkt, Polled, Registry, Source, Verdict};
 pub use mbuf::MBuf;

@@ -8,22 +8,64 @@
 //! instant). The size is given in bytes in the graph (`(bytecount,,8)`) and rounded up to whole
 //! words.
 
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::shm::{Mem, Region};
 
 /// A filter's persistent memory: `words()` 64-bit words, shared by the filter and the
 /// application (cloning shares).
 #[derive(Clone, Debug, Default)]
 pub struct MBuf {
-    words: Arc<[AtomicU64]>,
+    words: Arc<Mem<AtomicU64>>,
+}
+
+impl Default for Mem<AtomicU64> {
+    fn default() -> Self {
+        Mem::heap(0)
+    }
 }
 
 impl MBuf {
     /// An MBuf of at least `bytes` bytes (rounded up to 8), all zero.
     pub fn new(bytes: usize) -> MBuf {
         MBuf {
-            words: (0..bytes.div_ceil(8)).map(|_| AtomicU64::new(0)).collect(),
+            words: Arc::new(Mem::heap(bytes.div_ceil(8))),
         }
+    }
+
+    /// [`MBuf::new`] in a memory file, to share with another process ([`MBuf::region`],
+    /// [`MBuf::attach`]).
+    pub fn new_shared(bytes: usize) -> io::Result<MBuf> {
+        let words = bytes.div_ceil(8);
+        let region = Arc::new(Region::create("netsift-mbuf", words * 8)?);
+        let mem =
+            Mem::in_region(&region, 0, words).ok_or_else(|| io::Error::other("MBuf layout"))?;
+        Ok(MBuf {
+            words: Arc::new(mem),
+        })
+    }
+
+    /// An MBuf of `bytes` bytes (rounded up to 8) in a memory file another process created,
+    /// mapped in this one (read-write to change parameters, read-only to watch). Fails if the
+    /// region is shorter.
+    pub fn attach(region: Region, bytes: usize) -> io::Result<MBuf> {
+        let region = Arc::new(region);
+        let mem = Mem::in_region(&region, 0, bytes.div_ceil(8)).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the MBuf's memory file is shorter than {bytes} bytes"),
+            )
+        })?;
+        Ok(MBuf {
+            words: Arc::new(mem),
+        })
+    }
+
+    /// The memory file of a shared MBuf ([`MBuf::new_shared`]); `None` on the heap.
+    pub fn region(&self) -> Option<&Arc<Region>> {
+        self.words.region()
     }
 
     /// The number of 64-bit words.

@@ -185,6 +185,9 @@ pub struct Runtime {
     touched: Vec<usize>,
     /// The live sources as of graph generation `.0` ([`Dataflow::generation`]).
     sources: Option<(u64, Vec<NodeId>)>,
+    /// Buffers and MBufs in memory files, filters shared within a group only
+    /// ([`Runtime::set_shared_memory`]).
+    shared_memory: bool,
 }
 
 impl fmt::Debug for Runtime {
@@ -215,7 +218,18 @@ impl Runtime {
             to: Vec::new(),
             touched: Vec::new(),
             sources: None,
+            shared_memory: false,
         }
+    }
+
+    /// Put the groups' buffers and the filters' MBufs of flows created from now on in memory
+    /// files, so that other processes can map them (`netsiftd`: [`Reader::shared_regions`],
+    /// [`MBuf::region`]), and share filter instances only between flows of the same group
+    /// (sources without an MBuf are shared by all): a group never sees another group's
+    /// packets or filter memory.
+    pub fn set_shared_memory(&mut self, shared: bool) {
+        self.shared_memory = shared;
+        self.graph.set_shared_mbufs(shared);
     }
 
     /// Parse and check one flow (`text` holds exactly one). Errors show the text with a caret.
@@ -296,10 +310,12 @@ impl Runtime {
         }
         let mut stages: Vec<Vec<Spec>> = vec![Vec::new(); flow.spec.stages.len()];
         for r in &flow.resolved {
+            let global = !self.shared_memory || (r.class.is_source() && r.mbuf_bytes == 0);
             stages[r.stage].push(Spec {
                 class: r.class.clone(),
                 args: r.args.clone(),
                 mbuf: r.mbuf_bytes,
+                scope: (!global).then(|| flow.group.clone()),
             });
         }
         let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {
@@ -330,11 +346,14 @@ impl Runtime {
         let entry = match self.groups.entry(flow.group.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let group = Group::new(
-                    flow.opts.slots.max(1),
-                    flow.opts.slot_size.max(64),
-                    flow.opts.preference,
-                );
+                let (slots, slot_size) = (flow.opts.slots.max(1), flow.opts.slot_size.max(64));
+                let group = if self.shared_memory {
+                    Group::new_shared(slots, slot_size, flow.opts.preference).map_err(|e| {
+                        FlowError::new(format!("cannot create the group's packet buffer: {e}"))
+                    })?
+                } else {
+                    Group::new(slots, slot_size, flow.opts.preference)
+                };
                 let writer = group
                     .writer()
                     .ok_or_else(|| FlowError::new("the group already has a writer"))?;
@@ -343,7 +362,10 @@ impl Runtime {
                 v.insert(GroupEntry { group, slot })
             }
         };
-        let (rid, reader) = entry.group.add_reader(flow.opts.ibuf.max(1));
+        let (rid, reader) = entry
+            .group
+            .try_add_reader(flow.opts.ibuf.max(1))
+            .map_err(|e| FlowError::new(format!("cannot create the flow's index buffer: {e}")))?;
         flow.reader = Some(rid);
         flow.state = FlowState::Active;
         self.plan = None;
