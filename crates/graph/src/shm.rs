@@ -190,7 +190,7 @@ impl Region {
     fn slice<T: Plain>(&self, offset: usize, count: usize) -> Option<NonNull<T>> {
         let size = std::mem::size_of::<T>().checked_mul(count)?;
         let end = offset.checked_add(size)?;
-        if end > self.len || !offset.is_multiple_of(std::mem::align_of::<T>()) {
+        if end > self.len || offset % std::mem::align_of::<T>() != 0 {
             return None;
         }
         // SAFETY: in bounds (checked above).
