@@ -201,7 +201,7 @@ fn floor_boundary(text: &str, i: usize) -> usize {
 
 /// `message`, then the line of `text` holding `span.start` with carets under the span (clipped
 /// to that line; one caret for an empty span). Shared with the policy parser.
-pub(crate) fn render_at(text: &str, span: Span, message: &str) -> String {
+pub fn render_at(text: &str, span: Span, message: &str) -> String {
     let start = floor_boundary(text, span.start);
     let end = floor_boundary(text, span.end.max(start));
     let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);

@@ -1,0 +1,88 @@
+//! `netsiftd`: the netsift daemon. See `docs/daemon.md`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Parser;
+use netsift_daemon::client::default_socket;
+use netsift_daemon::server::{Config, Daemon, GroupBy};
+use netsift_graph::policy::Policy;
+
+/// One capture and filter graph for many applications: flows are delivered through shared
+/// memory, with no system call per packet.
+#[derive(Parser, Debug)]
+#[command(name = "netsiftd", version)]
+struct Args {
+    /// Where to listen [default: $NETSIFT_SOCKET, else /run/netsift/netsiftd.sock].
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The socket file's permissions, octal.
+    #[arg(long, default_value = "660")]
+    mode: String,
+    /// The authorisation policy (see `docs/framework.md`); default: allow every flow.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Which applications share a flow group: uid-gid, uid, gid or connection.
+    #[arg(long, default_value = "uid-gid")]
+    group_by: String,
+    /// Log connections, flows and authorisation decisions to standard error.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let socket = args.socket.clone().unwrap_or_else(default_socket);
+    let mode = u32::from_str_radix(&args.mode, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("--mode {}: not an octal permission (e.g. 660)", args.mode))?;
+    let group_by = GroupBy::parse(&args.group_by).map_err(|e| format!("--group-by: {e}"))?;
+    let policy = match &args.policy {
+        None => Policy::allow_all(),
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).map_err(|e| format!("--policy {}: {e}", p.display()))?;
+            Policy::parse(&text).map_err(|e| format!("{}: {}", p.display(), e.render(&text)))?
+        }
+    };
+    if let Some(dir) = socket.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut cfg = Config::new(&socket);
+    cfg.mode = mode;
+    cfg.policy = policy;
+    cfg.group_by = group_by;
+    cfg.verbose = args.verbose;
+    let mut daemon =
+        Daemon::bind(cfg).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+    eprintln!("netsiftd: listening on {}", socket.display());
+    daemon
+        .run(&STOP)
+        .map_err(|e| format!("netsiftd stopped: {e}"))?;
+    eprintln!("netsiftd: stopped");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("netsiftd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

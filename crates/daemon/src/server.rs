@@ -1,0 +1,542 @@
+//! `netsiftd`: one process owns the sources and the filter graph; applications connect over a
+//! Unix socket, submit flows and read their packets from shared memory.
+//!
+//! # The loop
+//!
+//! One thread does everything, in turns: it serves the control sockets (accepts connections,
+//! answers requests, notices applications that went away), then — while some flow is open —
+//! takes up to [`BATCH`] packets from the sources through the graph into the groups' buffers.
+//! Applications read those buffers directly (no system call per packet) and advance their `R`
+//! in batches; the daemon never waits for them (slow-reader preference drops what does not
+//! fit, fast-reader preference overwrites). While no flow is open it sleeps in `poll`.
+//!
+//! # Groups and rights
+//!
+//! The peer's credentials (`SO_PEERCRED`, taken at connect time) decide the flow group
+//! ([`GroupBy`]: by default same uid and gid = same group): flows of one group share one PBuf,
+//! and filter instances are shared only within a group ([`Runtime::set_shared_memory`]), so a
+//! group never sees another group's packets or filter memory. Applications get the PBuf and
+//! IBuf read-only (descriptors reopened `O_RDONLY`), their control page and MBufs read-write.
+//! The policy file is checked against the peer's user name ([`Policy`]); classes that open
+//! paths with the daemon's rights (`file`, `pcap`) are refused to everyone but root.
+//!
+//! # Going away
+//!
+//! When an application's connection closes — it exited, crashed or was killed — its flows are
+//! closed at once: their readers are unregistered, filter instances nobody else uses are
+//! destroyed, and a group left without flows frees its buffers (the memory files are unmapped
+//! and closed in the daemon; the kernel frees them when the application's mappings are gone).
+//! The other applications are not disturbed.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use netsift_graph::buffer::Reader;
+use netsift_graph::policy::Policy;
+use netsift_graph::{FlowId, FlowOptions, Runtime, standard_registry};
+
+use crate::proto::{OpenOptions, Reply, Request};
+use crate::sock::{Conn, Listener, PeerCred};
+
+/// Packets taken from the sources between two looks at the control sockets.
+pub const BATCH: usize = 256;
+
+/// Classes only root may use through the daemon: they open paths with the daemon's rights.
+pub const ROOT_ONLY_CLASSES: &[&str] = &["file", "pcap"];
+
+/// Which applications share a flow group (a PBuf).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GroupBy {
+    /// Same user id and group id (the default).
+    #[default]
+    UidGid,
+    /// Same user id.
+    Uid,
+    /// Same group id.
+    Gid,
+    /// Each connection its own group.
+    Connection,
+}
+
+impl GroupBy {
+    /// Parse `uid-gid`, `uid`, `gid` or `connection`.
+    pub fn parse(s: &str) -> Result<GroupBy, String> {
+        match s {
+            "uid-gid" => Ok(GroupBy::UidGid),
+            "uid" => Ok(GroupBy::Uid),
+            "gid" => Ok(GroupBy::Gid),
+            "connection" => Ok(GroupBy::Connection),
+            _ => Err(format!(
+                "group-by `{s}`: expected uid-gid, uid, gid or connection"
+            )),
+        }
+    }
+
+    fn group(self, cred: &PeerCred, session: u64) -> String {
+        match self {
+            GroupBy::UidGid => format!("uid={},gid={}", cred.uid, cred.gid),
+            GroupBy::Uid => format!("uid={}", cred.uid),
+            GroupBy::Gid => format!("gid={}", cred.gid),
+            GroupBy::Connection => format!("connection={session}"),
+        }
+    }
+}
+
+/// How the daemon runs.
+#[derive(Debug)]
+pub struct Config {
+    /// Where it listens.
+    pub socket: PathBuf,
+    /// The socket file's permissions.
+    pub mode: u32,
+    /// Who may run which flows.
+    pub policy: Policy,
+    /// Which applications share a group.
+    pub group_by: GroupBy,
+    /// Log connections, flows and decisions to standard error.
+    pub verbose: bool,
+}
+
+impl Config {
+    /// Listen at `socket` (mode 0660), allow every flow, group by uid and gid.
+    pub fn new(socket: impl Into<PathBuf>) -> Config {
+        Config {
+            socket: socket.into(),
+            mode: 0o660,
+            policy: Policy::allow_all(),
+            group_by: GroupBy::default(),
+            verbose: false,
+        }
+    }
+}
+
+/// One application's connection.
+struct Session {
+    conn: Conn,
+    cred: PeerCred,
+    user: String,
+    group: String,
+    /// The daemon's end of each of its flows (dropping it unregisters the reader).
+    flows: BTreeMap<FlowId, Reader>,
+}
+
+/// What the daemon holds right now (for logs and tests).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Connected applications.
+    pub sessions: usize,
+    /// Open flows.
+    pub flows: usize,
+    /// Filter instances in the graph.
+    pub nodes: usize,
+    /// Packets taken from the sources so far.
+    pub packets: u64,
+}
+
+/// The daemon.
+pub struct Daemon {
+    cfg: Config,
+    listener: Listener,
+    runtime: Runtime,
+    sessions: BTreeMap<u64, Session>,
+    next_session: u64,
+    /// The runtime was told the input ended (and no flow was opened since).
+    finished: bool,
+    /// Source errors already logged.
+    logged: HashSet<String>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("socket", &self.cfg.socket)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+/// The user name of `uid` from `/etc/passwd`, else `uid:N` (what policy rules name).
+pub fn user_name(uid: u32) -> String {
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let mut f = l.split(':');
+                let name = f.next()?;
+                let id: u32 = f.nth(1)?.parse().ok()?;
+                (id == uid).then(|| name.to_string())
+            })
+        })
+        .unwrap_or_else(|| format!("uid:{uid}"))
+}
+
+impl Daemon {
+    /// Listen as `cfg` says.
+    pub fn bind(cfg: Config) -> io::Result<Daemon> {
+        let listener = Listener::bind(&cfg.socket, cfg.mode)?;
+        let mut runtime = Runtime::new(standard_registry(), cfg.policy.clone());
+        runtime.set_shared_memory(true);
+        Ok(Daemon {
+            cfg,
+            listener,
+            runtime,
+            sessions: BTreeMap::new(),
+            next_session: 1,
+            finished: false,
+            logged: HashSet::new(),
+        })
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.cfg.socket
+    }
+
+    /// What the daemon holds now.
+    pub fn status(&self) -> Status {
+        Status {
+            sessions: self.sessions.len(),
+            flows: self.sessions.values().map(|s| s.flows.len()).sum(),
+            nodes: self.runtime.graph().len(),
+            packets: self.runtime.stats().packets,
+        }
+    }
+
+    fn log(&self, msg: &str) {
+        if self.cfg.verbose {
+            eprintln!("netsiftd: {msg}");
+        }
+    }
+
+    /// Serve until `stop` is set; then close every flow and remove the socket file.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            self.turn()?;
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    /// One turn of the loop: the control sockets, then a batch of packets.
+    pub fn turn(&mut self) -> io::Result<()> {
+        let busy = self.sessions.values().any(|s| !s.flows.is_empty());
+        self.serve(if busy { 0 } else { 100 })?;
+        if busy {
+            self.pump();
+        }
+        Ok(())
+    }
+
+    /// Take up to [`BATCH`] packets through the graph; stop early when the sources are idle.
+    fn pump(&mut self) {
+        for _ in 0..BATCH {
+            let before = self.runtime.stats().packets;
+            match self.runtime.step() {
+                Ok(true) if self.runtime.stats().packets > before => {}
+                Ok(true) => break,
+                Ok(false) => {
+                    if !self.finished {
+                        // Every source ended: readers drain what is left and see the end.
+                        if let Err(e) = self.runtime.finish() {
+                            self.log(&format!("finishing the filters: {e}"));
+                        }
+                        self.finished = true;
+                    }
+                    // Nothing to take: do not spin.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    break;
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    if self.logged.insert(m.clone()) {
+                        eprintln!("netsiftd: {m}");
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Accept connections and answer requests; wait up to `timeout_ms` for the first event.
+    fn serve(&mut self, timeout_ms: i32) -> io::Result<()> {
+        let ids: Vec<u64> = self.sessions.keys().copied().collect();
+        let mut fds: Vec<libc::pollfd> = std::iter::once(self.listener.as_fd().as_raw_fd())
+            .chain(
+                ids.iter()
+                    .map(|id| self.sessions[id].conn.as_fd().as_raw_fd()),
+            )
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: a valid array of pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        if fds[0].revents != 0 {
+            self.accept_all()?;
+        }
+        for (i, id) in ids.into_iter().enumerate() {
+            if fds[i + 1].revents != 0 {
+                self.serve_session(id);
+            }
+        }
+        Ok(())
+    }
+
+    fn accept_all(&mut self) -> io::Result<()> {
+        while let Some((conn, cred)) = self.listener.accept()? {
+            let id = self.next_session;
+            self.next_session += 1;
+            let user = user_name(cred.uid);
+            let group = self.cfg.group_by.group(&cred, id);
+            self.log(&format!(
+                "connection {id}: pid {} uid {} ({user}) gid {} → group {group}",
+                cred.pid, cred.uid, cred.gid
+            ));
+            self.sessions.insert(
+                id,
+                Session {
+                    conn,
+                    cred,
+                    user,
+                    group,
+                    flows: BTreeMap::new(),
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Answer every request waiting on a connection; close it when the peer went away.
+    fn serve_session(&mut self, id: u64) {
+        loop {
+            let Some(s) = self.sessions.get(&id) else {
+                return;
+            };
+            match s.conn.recv(false) {
+                Ok(Some((msg, _fds))) => {
+                    let (reply, fds) = match Request::parse(&msg) {
+                        Ok(req) => self.handle(id, req),
+                        Err(e) => (Reply::Err(e.0), Vec::new()),
+                    };
+                    let Some(s) = self.sessions.get(&id) else {
+                        return;
+                    };
+                    let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+                    if let Err(e) = s.conn.send(reply.encode().as_bytes(), &borrowed) {
+                        self.log(&format!("connection {id}: reply failed: {e}"));
+                        self.drop_session(id);
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Ok(None) | Err(_) => {
+                    self.drop_session(id);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Close a connection and every flow it opened.
+    fn drop_session(&mut self, id: u64) {
+        let Some(s) = self.sessions.remove(&id) else {
+            return;
+        };
+        let ids: Vec<FlowId> = s.flows.keys().copied().collect();
+        drop(s.flows);
+        for f in &ids {
+            for e in self.runtime.close(*f) {
+                self.log(&format!("flow {f}: {e}"));
+            }
+        }
+        self.log(&format!(
+            "connection {id} (pid {}) gone: closed flows {ids:?}",
+            s.cred.pid
+        ));
+    }
+
+    fn shutdown(&mut self) {
+        let ids: Vec<u64> = self.sessions.keys().copied().collect();
+        for id in ids {
+            self.drop_session(id);
+        }
+        let _ = std::fs::remove_file(&self.cfg.socket);
+    }
+
+    fn handle(&mut self, sid: u64, req: Request) -> (Reply, Vec<OwnedFd>) {
+        let owns = |d: &Daemon, f: u64| {
+            d.sessions
+                .get(&sid)
+                .is_some_and(|s| s.flows.contains_key(&f))
+        };
+        match req {
+            Request::Open { options, graph } => match self.open(sid, &options, &graph) {
+                Ok(r) => r,
+                Err(m) => (Reply::Err(m), Vec::new()),
+            },
+            Request::Close(f) | Request::Pause(f) | Request::Resume(f) | Request::Stats(f)
+                if !owns(self, f) =>
+            {
+                (
+                    Reply::Err(format!("flow {f} is not one of this connection's flows")),
+                    Vec::new(),
+                )
+            }
+            Request::Close(f) => {
+                if let Some(s) = self.sessions.get_mut(&sid) {
+                    s.flows.remove(&f);
+                }
+                let errors = self.runtime.close(f);
+                self.log(&format!("connection {sid}: flow {f} closed"));
+                let reply = if errors.is_empty() {
+                    Reply::Ok(String::new())
+                } else {
+                    Reply::Err(errors.join("; "))
+                };
+                (reply, Vec::new())
+            }
+            Request::Pause(f) => (result(self.runtime.pause(f)), Vec::new()),
+            Request::Resume(f) => (result(self.runtime.resume(f)), Vec::new()),
+            Request::Stats(f) => {
+                let st = self.sessions[&sid].flows[&f].stats();
+                (
+                    Reply::Ok(format!(
+                        "appended={} delivered={} dropped={} overwritten={}",
+                        st.appended, st.delivered, st.dropped, st.overwritten
+                    )),
+                    Vec::new(),
+                )
+            }
+            Request::List => {
+                let s = &self.sessions[&sid];
+                let ids: Vec<String> = s.flows.keys().map(u64::to_string).collect();
+                (
+                    Reply::Ok(format!("group={} flows={}", s.group, ids.join(","))),
+                    Vec::new(),
+                )
+            }
+        }
+    }
+
+    fn open(
+        &mut self,
+        sid: u64,
+        o: &OpenOptions,
+        graph: &str,
+    ) -> Result<(Reply, Vec<OwnedFd>), String> {
+        let s = &self.sessions[&sid];
+        let (user, group, uid) = (s.user.clone(), s.group.clone(), s.cred.uid);
+        if uid != 0 {
+            let specs = netsift_graph::lang::parse(graph).map_err(|e| e.render(graph))?;
+            for f in specs.iter().flat_map(|s| s.filters()) {
+                if ROOT_ONLY_CLASSES
+                    .iter()
+                    .any(|c| c.eq_ignore_ascii_case(&f.class))
+                {
+                    return Err(netsift_graph::lang::render_at(
+                        graph,
+                        f.class_span,
+                        &format!(
+                            "`{}` opens files with the daemon's rights: only root may use it \
+                             through netsiftd (you are {user})",
+                            f.class
+                        ),
+                    ));
+                }
+            }
+        }
+        let opts = FlowOptions {
+            user: user.clone(),
+            group: Some(group.clone()),
+            preference: o.preference,
+            slots: o.slots,
+            slot_size: o.slot_size,
+            ibuf: o.ibuf as usize,
+            callback_every: o.callback_every,
+            default_source: None,
+        };
+        let (id, reader) = self.runtime.open(graph, opts).map_err(|e| {
+            self.log(&format!("connection {sid} ({user}): flow refused: {e}"));
+            e.to_string()
+        })?;
+        self.finished = false;
+        match self.export(id, &reader) {
+            Ok((words, fds)) => {
+                self.log(&format!(
+                    "connection {sid} ({user}): flow {id} in group {group}: {}",
+                    graph.trim()
+                ));
+                if let Some(s) = self.sessions.get_mut(&sid) {
+                    s.flows.insert(id, reader);
+                }
+                Ok((Reply::Ok(words), fds))
+            }
+            Err(e) => {
+                drop(reader);
+                self.runtime.close(id);
+                Err(format!("cannot share the flow's buffers: {e}"))
+            }
+        }
+    }
+
+    /// The reply words and descriptors of a new flow.
+    fn export(&self, id: FlowId, reader: &Reader) -> io::Result<(String, Vec<OwnedFd>)> {
+        let regions = reader
+            .shared_regions()
+            .ok_or_else(|| io::Error::other("the flow's buffers are not shared"))?;
+        let mut fds = vec![
+            regions.pbuf.read_only_fd()?,
+            regions.ibuf.read_only_fd()?,
+            regions.ctrl.fd().try_clone_to_owned()?,
+        ];
+        let nodes = self.runtime.flow_nodes(id);
+        let mut mbufs = Vec::new();
+        for i in 0..nodes.len() {
+            if let Some(m) = self.runtime.mbuf(id, i)
+                && let Some(r) = m.region()
+            {
+                fds.push(r.fd().try_clone_to_owned()?);
+                mbufs.push(format!("{i}:{}", m.len()));
+            }
+        }
+        let link = nodes
+            .last()
+            .and_then(|&n| self.runtime.graph().node(n))
+            .map_or(1, |n| n.link_type.0);
+        let mut words = format!("flow={id} link={link}");
+        if !mbufs.is_empty() {
+            words.push_str(&format!(" mbufs={}", mbufs.join(",")));
+        }
+        Ok((words, fds))
+    }
+}
+
+fn result(r: Result<(), netsift_graph::FlowError>) -> Reply {
+    match r {
+        Ok(()) => Reply::Ok(String::new()),
+        Err(e) => Reply::Err(e.to_string()),
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

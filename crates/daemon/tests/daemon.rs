@@ -1,0 +1,325 @@
+//! netsiftd in a thread of the test, applications as clients: flows deliver exactly their
+//! packets through shared memory, groups are isolated, a vanished client's flows and buffers
+//! are released, bad requests get clear errors.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use netsift_capture::generate::mixed_traffic;
+use netsift_daemon::client::{Client, ClientError, OpenOptions};
+use netsift_daemon::server::{Config, Daemon, GroupBy, Status};
+use netsift_graph::buffer::Preference;
+
+/// The tests count this process's memory files: one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Running {
+    stop: Arc<AtomicBool>,
+    /// The daemon's open flows, published by its thread after every turn.
+    flows: Arc<std::sync::atomic::AtomicUsize>,
+    handle: Option<JoinHandle<Status>>,
+    path: PathBuf,
+}
+
+impl Running {
+    fn start(name: &str, group_by: GroupBy) -> Running {
+        let path =
+            std::env::temp_dir().join(format!("netsiftd-{name}-{}.sock", std::process::id()));
+        let mut cfg = Config::new(&path);
+        cfg.group_by = group_by;
+        let mut d = Daemon::bind(cfg).expect("bind");
+        let stop = Arc::new(AtomicBool::new(false));
+        let flows = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (s, f) = (Arc::clone(&stop), Arc::clone(&flows));
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                d.turn().expect("turn");
+                f.store(d.status().flows, Ordering::Relaxed);
+            }
+            d.status()
+        });
+        Running {
+            stop,
+            flows,
+            handle: Some(handle),
+            path,
+        }
+    }
+
+    /// The daemon's open flows (counted through a request, so the daemon thread answers).
+    fn status_probe(&self, c: &Client) -> usize {
+        let _ = c.list().unwrap();
+        self.flows.load(Ordering::Relaxed)
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(&self.path).expect("connect")
+    }
+
+    fn stop(mut self) -> Status {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.take().unwrap().join().expect("daemon thread")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The packets of `mixed_traffic(seed, n)` an expression accepts, per libpcap's meaning as
+/// netsift's interpreter runs it.
+fn expected(seed: u64, n: usize, expr: &str) -> Vec<Vec<u8>> {
+    let pred = netsift_lang::compile(
+        expr,
+        &netsift_lang::Context::new(netsift_capture::LinkType::ETHERNET),
+    )
+    .unwrap();
+    let prog =
+        netsift_bpf::compile::compile(&pred, &netsift_bpf::compile::Options::default()).unwrap();
+    let f = netsift_bpf::Filter::new(prog, netsift_bpf::Rules::Libpcap).unwrap();
+    mixed_traffic(seed, n)
+        .into_iter()
+        .filter(|p| f.run(&p.data, p.wire_len) != 0)
+        .map(|p| p.data.to_vec())
+        .collect()
+}
+
+/// Read a flow until its source ended.
+fn drain(flow: &mut netsift_daemon::Flow) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = flow.reader();
+        r.wait_for(64, Duration::from_millis(50));
+        while let Some(p) = r.next() {
+            got.push(p.data.to_vec());
+        }
+        r.release();
+        if r.is_finished() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the flow never finished");
+    }
+    got
+}
+
+fn memfds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().starts_with("/memfd:netsift"))
+        })
+        .count()
+}
+
+fn mapped() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("memfd:netsift"))
+        .count()
+}
+
+#[test]
+fn flows_get_exactly_their_packets_and_mbufs() {
+    let _serial = serial();
+    let d = Running::start("exact", GroupBy::UidGid);
+    let c = d.client();
+    let mut flow = c
+        .open(
+            "(gen,11,3000) -> (bpf,\"tcp\") -> (packetcount,,8)",
+            &OpenOptions::default(),
+        )
+        .unwrap();
+    assert_eq!(flow.link_type(), netsift_capture::LinkType::ETHERNET);
+    let got = drain(&mut flow);
+    let want = expected(11, 3000, "tcp");
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    assert_eq!(flow.mbuf(2).unwrap().get(0), want.len() as u64);
+    assert!(flow.mbuf(1).is_none(), "bpf has no MBuf");
+    let st = flow.stats().unwrap();
+    assert_eq!(st.delivered, want.len() as u64);
+    assert_eq!(st.appended, want.len() as u64);
+    assert_eq!(st.dropped + st.overwritten, 0);
+    assert!(c.list().unwrap().starts_with("group=uid="));
+    flow.close().unwrap();
+    assert!(c.list().unwrap().ends_with("flows="));
+    let status = d.stop();
+    assert_eq!(status.flows, 0);
+    assert_eq!(status.nodes, 0);
+}
+
+#[test]
+fn groups_share_a_pbuf_only_within_the_group() {
+    let _serial = serial();
+    // One connection per group: two flows of one connection share the PBuf; the other
+    // connection's flow has its own and its own filter instances.
+    let d = Running::start("groups", GroupBy::Connection);
+    let (c1, c2) = (d.client(), d.client());
+    let opts = OpenOptions {
+        slots: 64,
+        ..OpenOptions::default()
+    };
+    let text = |e: &str| format!("(gen,5,2000) -> (bpf,\"{e}\")");
+    let mut a = c1.open(&text("udp"), &opts).unwrap();
+    let mut b = c1.open(&text("tcp"), &opts).unwrap();
+    let mut x = c2.open(&text("udp"), &opts).unwrap();
+    assert!(c1.list().unwrap().starts_with("group=connection="));
+    assert_ne!(c1.list().unwrap(), c2.list().unwrap());
+    // Read all three concurrently enough that nothing is dropped with 64 slots.
+    let mut got = [Vec::new(), Vec::new(), Vec::new()];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut done = true;
+        for (i, f) in [&mut a, &mut b, &mut x].into_iter().enumerate() {
+            let r = f.reader();
+            while let Some(p) = r.next() {
+                got[i].push(p.data.to_vec());
+            }
+            r.release();
+            done &= r.is_finished();
+        }
+        if done {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    for (i, (f, e)) in [(&a, "udp"), (&b, "tcp"), (&x, "udp")]
+        .into_iter()
+        .enumerate()
+    {
+        let st = f.stats().unwrap();
+        // Each flow's packets are exactly its filter's, minus what its group dropped.
+        assert_eq!(
+            st.delivered + st.dropped,
+            expected(5, 2000, e).len() as u64,
+            "flow {i}"
+        );
+        assert_eq!(got[i].len() as u64, st.delivered);
+    }
+}
+
+/// Not a test on its own: the process `a_killed_client…` starts and kills. It opens a flow
+/// on the daemon named by `NETSIFTD_TEST_SOCKET`, says `ready` and waits to be killed.
+#[test]
+fn child_client() {
+    let Some(path) = std::env::var_os("NETSIFTD_TEST_SOCKET") else {
+        return;
+    };
+    let c = Client::connect(PathBuf::from(path)).unwrap();
+    let mut f = c
+        .open(
+            "(gen,9,4000000) -> (bpf,\"tcp\") -> (bytecount,,8)",
+            &OpenOptions::default(),
+        )
+        .unwrap();
+    f.reader().wait_for(1, Duration::from_secs(5));
+    assert!(f.reader().next().is_some());
+    println!("ready");
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn a_killed_client_is_cleaned_up_and_the_others_keep_running() {
+    let _serial = serial();
+    use std::io::BufRead;
+    let before = memfds();
+    let d = Running::start("vanish", GroupBy::Connection);
+    let keep = d.client();
+    let mut kept = keep
+        .open(
+            "(gen,9,4000000) -> (bpf,\"udp\")",
+            &OpenOptions {
+                preference: Preference::FastReader,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_client", "--nocapture", "--test-threads=1"])
+        .env("NETSIFTD_TEST_SOCKET", &d.path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("ready") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "the child client failed"
+        );
+    }
+    // Two groups, two PBufs; the child's group has a flow and its filters.
+    let with_child = d.status_probe(&keep);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The survivor keeps receiving.
+    let t = Instant::now();
+    let mut n = 0u64;
+    while n < 2000 && t.elapsed() < Duration::from_secs(20) {
+        kept.reader().wait_for(1, Duration::from_millis(20));
+        while kept.reader().next().is_some() {
+            n += 1;
+        }
+        kept.reader().release();
+    }
+    assert!(n >= 2000, "the other flow stopped: {n}");
+    assert_eq!(with_child, 2, "flows while the child ran");
+    let t = Instant::now();
+    while d.status_probe(&keep) != 1 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the dead client's flow stayed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(kept);
+    drop(keep);
+    let status = d.stop();
+    assert_eq!((status.flows, status.nodes), (0, 0));
+    assert_eq!(memfds(), before, "memory files left open");
+    assert_eq!(mapped(), 0, "mappings left");
+}
+
+#[test]
+fn bad_requests_get_clear_errors() {
+    let _serial = serial();
+    let d = Running::start("errors", GroupBy::UidGid);
+    let c = d.client();
+    let e = |t: &str| match c.open(t, &OpenOptions::default()) {
+        Err(ClientError::Refused(m)) => m,
+        Err(e) => panic!("{t}: {e}"),
+        Ok(_) => panic!("{t}: accepted"),
+    };
+    let m = e("(gen,1,10) -> (bpf,\"tcp port\")");
+    assert!(m.contains('^'), "{m}");
+    assert!(e("(gen,1,10) -> (nosuch)").contains("unknown filter class"));
+    assert!(e("  ").contains("graph text is missing"));
+    let m = e("(device,\"nsdoesnotexist0\")");
+    assert!(m.contains("nsdoesnotexist0"), "{m}");
+    // The connection survives errors and still works.
+    let f = c.open("(gen,1,10)", &OpenOptions::default()).unwrap();
+    drop(f);
+    assert_eq!(d.stop().flows, 0);
+}
