@@ -24,6 +24,8 @@
 pub mod capture;
 pub mod classify;
 #[cfg(target_os = "linux")]
+pub mod daemon;
+#[cfg(target_os = "linux")]
 pub mod ebpf;
 pub mod flow;
 pub mod fpl;

@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 12] = [
+pub const SUITES: [(&str, &str); 13] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -69,6 +69,12 @@ pub const SUITES: [(&str, &str); 12] = [
         "FFPF flows: N = 1, 2, 4, 8 flows sharing a `tcp` prefix against N libpcap-style readers \
          (own filter and copy each; libpcap, interpreter, JIT); CPU ns/packet, slope per flow; \
          single-flow Mpps",
+    ),
+    (
+        "daemon",
+        "one capture, many applications: CPU per packet of 1, 2, 4 tcpdumps through one netsiftd \
+         against each on its own AF_PACKET socket with libpcap; needs root, tcpdump, netsiftd and \
+         netsift's libpcap built next to netsift",
     ),
 ];
 
@@ -131,6 +137,11 @@ pub fn run(name: &str) -> Result<String, String> {
         #[cfg(target_os = "linux")]
         "offload" => crate::offload::suite(),
         "flow" => crate::flow::suite(&crate::flow::Config::default()),
+        #[cfg(target_os = "linux")]
+        "daemon" => {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            crate::daemon::suite(&exe, &crate::daemon::Config::default())
+        }
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
             SUITES.map(|(n, _)| n).join(", ")
