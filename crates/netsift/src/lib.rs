@@ -10,6 +10,8 @@
 //! - [`jit`]: native x86-64 code for classic BPF programs;
 //! - [`swift`]: the Swift filter of passes, updated in place;
 //! - [`classify`]: rule-set classification (ClassBench rules and traces, linear and HiCuts);
+//! - [`client`]: the application side of `netsiftd` — open flows in the daemon and read their
+//!   packets from shared memory, with no system call per packet;
 //! - [`Filter`] and [`Engine`]: the meta filter, which runs a program with the best engine
 //!   available and logs the choice.
 
@@ -19,6 +21,7 @@
 pub use netsift_bpf as bpf;
 pub use netsift_capture as capture;
 pub use netsift_classify as classify;
+pub use netsift_daemon::client;
 pub use netsift_jit as jit;
 pub use netsift_lang as lang;
 pub use netsift_swift as swift;
