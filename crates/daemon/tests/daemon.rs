@@ -177,10 +177,11 @@ fn groups_share_a_pbuf_only_within_the_group() {
         slots: 64,
         ..OpenOptions::default()
     };
-    let text = |e: &str| format!("(gen,5,2000) -> (bpf,\"{e}\")");
-    let mut a = c1.open(&text("udp"), &opts).unwrap();
-    let mut b = c1.open(&text("tcp"), &opts).unwrap();
-    let mut x = c2.open(&text("udp"), &opts).unwrap();
+    // A source each (a shared one would start before the later flows exist).
+    let text = |seed: u64, e: &str| format!("(gen,{seed},2000) -> (bpf,\"{e}\")");
+    let mut a = c1.open(&text(5, "udp"), &opts).unwrap();
+    let mut b = c1.open(&text(6, "tcp"), &opts).unwrap();
+    let mut x = c2.open(&text(7, "udp"), &opts).unwrap();
     assert!(c1.list().unwrap().starts_with("group=connection="));
     assert_ne!(c1.list().unwrap(), c2.list().unwrap());
     // Read all three concurrently enough that nothing is dropped with 64 slots.
@@ -202,7 +203,7 @@ fn groups_share_a_pbuf_only_within_the_group() {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_micros(200));
     }
-    for (i, (f, e)) in [(&a, "udp"), (&b, "tcp"), (&x, "udp")]
+    for (i, (f, seed, e)) in [(&a, 5, "udp"), (&b, 6, "tcp"), (&x, 7, "udp")]
         .into_iter()
         .enumerate()
     {
@@ -210,7 +211,7 @@ fn groups_share_a_pbuf_only_within_the_group() {
         // Each flow's packets are exactly its filter's, minus what its group dropped.
         assert_eq!(
             st.delivered + st.dropped,
-            expected(5, 2000, e).len() as u64,
+            expected(seed, 2000, e).len() as u64,
             "flow {i}"
         );
         assert_eq!(got[i].len() as u64, st.delivered);

@@ -1,8 +1,9 @@
 //! The capture handle behind `pcap_t`: a savefile read through netsift's [`CaptureReader`], a
-//! live interface through netsift's [`AfPacket`] source, or a "dead" handle that only compiles.
+//! live interface through `netsiftd` (a flow read from shared memory, see [`crate::daemon`]) or
+//! netsift's [`AfPacket`] source, or a "dead" handle that only compiles.
 //!
 //! Packets reach the caller's callback with a `struct pcap_pkthdr` built here; the filter (set
-//! with `pcap_setfilter`) runs in user space on netsift's interpreter.
+//! with `pcap_setfilter`) runs in user space on netsift's interpreter, or in the daemon.
 //!
 //! NOTE: the callback may call back into the library with the same handle (`pcap_breakloop`,
 //! `pcap_geterr`, `pcap_stats`). The loops therefore take the handle as a raw pointer and only
@@ -16,14 +17,15 @@ use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use netsift_bpf::Filter;
 use netsift_capture::live::{
     AfPacket, AfPacketConfig, Direction, Flow, LiveErrorKind, Sender, Source, TimestampSource,
 };
-use netsift_capture::{ByteOrder, CaptureReader, ErrorKind, Format, PacketRef};
+use netsift_capture::{ByteOrder, CaptureReader, ErrorKind, Format, PacketRef, Timestamp};
 
+use crate::daemon::{self, Attempt, DaemonCapture};
 use crate::ffi::{
     PCAP_ERRBUF_SIZE, PCAP_ERROR, PCAP_ERROR_BREAK, PCAP_ERROR_NO_SUCH_DEVICE,
     PCAP_ERROR_PERM_DENIED, PCAP_TSTAMP_PRECISION_NANO, PcapHandler, PcapPkthdr, Timeval,
@@ -85,6 +87,8 @@ pub(crate) enum Kind {
     Offline(Box<Offline>),
     /// An activated live capture.
     Live(Box<Live>),
+    /// An activated live capture through `netsiftd`.
+    Daemon(Box<DaemonCapture>),
 }
 
 /// The state behind a `pcap_t *`.
@@ -258,6 +262,31 @@ impl Pcap {
         if matches!(o.tstamp_type, 3 | 4) {
             cfg.timestamps = TimestampSource::Hardware;
         }
+        // Through the daemon when it runs, unless the handle asks for what a flow cannot give
+        // (one direction, hardware time stamps).
+        if cfg.direction == Direction::InOut && cfg.timestamps != TimestampSource::Hardware {
+            match daemon::attempt(&self.device, snaplen, o.buffer_size) {
+                Attempt::Opened(d, lt) => {
+                    self.snapshot = snaplen;
+                    self.linktype = names::linktype_to_dlt(lt.0);
+                    self.kind = Kind::Daemon(d);
+                    return 0;
+                }
+                Attempt::Refused(msg) => {
+                    let lower = msg.to_ascii_lowercase();
+                    let code = if lower.contains("no such device")
+                        || lower.contains("no such interface")
+                    {
+                        PCAP_ERROR_NO_SUCH_DEVICE
+                    } else {
+                        PCAP_ERROR
+                    };
+                    self.set_err(&msg);
+                    return code;
+                }
+                Attempt::Direct => {}
+            }
+        }
         match AfPacket::open(&self.device, &cfg) {
             Ok(src) => {
                 self.snapshot = snaplen;
@@ -284,6 +313,16 @@ impl Pcap {
 
     /// Changes the direction of an activated live capture by reopening its socket.
     pub(crate) fn set_direction(&mut self, dir: Direction) -> c_int {
+        if matches!(self.kind, Kind::Daemon(_)) {
+            if dir == Direction::InOut {
+                return 0;
+            }
+            self.set_err(
+                "capturing one direction only is not supported through netsiftd \
+                 (set NETSIFT_PCAP_DIRECT=1 to capture directly)",
+            );
+            return PCAP_ERROR;
+        }
         self.opts.direction = dir;
         let Kind::Live(live) = &mut self.kind else {
             return 0;
@@ -304,15 +343,64 @@ impl Pcap {
         }
     }
 
+    /// `pcap_setfilter` on a capture through `netsiftd`: the daemon runs `compiled`'s
+    /// expression when it can (a program `pcap_compile` made for this link type and at least
+    /// this snapshot length, with no `broadcast` that needs a netmask the daemon does not
+    /// know); otherwise the flow is
+    /// unfiltered and `filter` runs here, as on a direct capture.
+    pub(crate) fn daemon_setfilter(
+        &mut self,
+        compiled: Option<daemon::Compiled>,
+        filter: Filter,
+    ) -> c_int {
+        let (linktype, snapshot) = (self.linktype, self.snapshot);
+        let Kind::Daemon(d) = &mut self.kind else {
+            self.filter = Some(filter);
+            return 0;
+        };
+        // The daemon compiles for the largest snapshot length: a program compiled for a
+        // smaller one than the handle's (on another handle) would cut packets shorter here.
+        let in_daemon = compiled.filter(|c| {
+            c.linktype == linktype
+                && c.snaplen >= snapshot
+                && (c.netmask == crate::ffi::PCAP_NETMASK_UNKNOWN
+                    || c.netmask == 0
+                    || !c.expr.contains("broadcast"))
+        });
+        if let Some(c) = in_daemon {
+            let expr = c.expr.trim();
+            let expr = (!expr.is_empty()).then(|| expr.to_string());
+            if d.reopen(&self.device, expr).is_ok() {
+                self.filter = None;
+                return 0;
+            }
+            // The daemon refused the expression: filter here instead.
+        }
+        match d.reopen(&self.device, None) {
+            Ok(()) => {
+                self.filter = Some(filter);
+                0
+            }
+            Err(e) => {
+                let msg = format!("cannot change the filter: {e}");
+                self.set_err(&msg);
+                PCAP_ERROR
+            }
+        }
+    }
+
     /// Sends one frame on a live handle's interface.
     pub(crate) fn inject(&mut self, frame: &[u8]) -> Result<(), String> {
-        let Kind::Live(live) = &mut self.kind else {
-            return Err("sending packets is possible on live captures only".into());
+        let sender = match &mut self.kind {
+            Kind::Live(live) => &mut live.sender,
+            // Sending does not go through the daemon: directly on the interface.
+            Kind::Daemon(d) => &mut d.sender,
+            _ => return Err("sending packets is possible on live captures only".into()),
         };
-        if live.sender.is_none() {
-            live.sender = Some(Sender::open(&self.device).map_err(|e| e.to_string())?);
+        if sender.is_none() {
+            *sender = Some(Sender::open(&self.device).map_err(|e| e.to_string())?);
         }
-        match &mut live.sender {
+        match sender {
             Some(s) => s.send_all(&[frame]).map_err(|e| e.to_string()),
             None => Err("no sender".into()),
         }
@@ -321,7 +409,11 @@ impl Pcap {
 
 /// The header of a delivered packet: the time stamp at the handle's precision.
 fn header(precision: c_int, p: &PacketRef<'_>, caplen: u32) -> PcapPkthdr {
-    let ts = p.timestamp;
+    header_of(precision, p.timestamp, caplen, p.wire_len)
+}
+
+/// A packet header from its parts, the time stamp at the handle's precision.
+fn header_of(precision: c_int, ts: Timestamp, caplen: u32, wire_len: u32) -> PcapPkthdr {
     let frac = if precision == PCAP_TSTAMP_PRECISION_NANO {
         ts.nanos()
     } else {
@@ -333,7 +425,7 @@ fn header(precision: c_int, p: &PacketRef<'_>, caplen: u32) -> PcapPkthdr {
             tv_usec: libc::suseconds_t::from(frac),
         },
         caplen,
-        len: p.wire_len,
+        len: wire_len,
     }
 }
 
@@ -619,6 +711,132 @@ pub(crate) unsafe fn live_read(
     }
 }
 
+/// One read of a capture through `netsiftd`: waits up to the timeout (checking the break flag
+/// and the flow at least every 100 ms), then delivers the ready packets, at most `cnt` (all
+/// ready if `cnt <= 0`), straight from the shared buffer, and releases them after the batch.
+/// Returns as [`live_read`]; an error once the daemon closed the flow or went away.
+///
+/// # Safety
+/// `p` must point to a live handle whose kind is `Daemon`.
+pub(crate) unsafe fn daemon_read(
+    p: *mut Pcap,
+    cnt: c_int,
+    deliver: &mut dyn FnMut(*mut Pcap, &PcapPkthdr, *const u8),
+) -> c_int {
+    /// The longest wait between two looks at the break flag and the flow.
+    const SLICE: Duration = Duration::from_millis(100);
+    // SAFETY: `p` is valid; the atomic field is only read and written atomically.
+    let brk = unsafe { &(*p).break_loop };
+    if brk.swap(false, Ordering::Relaxed) {
+        return PCAP_ERROR_BREAK;
+    }
+    let (timeout, precision, snapshot) = {
+        // SAFETY: a short shared borrow of plain fields.
+        let this = unsafe { &*p };
+        let t = if this.nonblock {
+            Some(Duration::ZERO)
+        } else if this.opts.timeout_ms > 0 {
+            Some(Duration::from_millis(u64::from(
+                this.opts.timeout_ms.unsigned_abs(),
+            )))
+        } else {
+            None
+        };
+        (t, this.precision, this.snapshot.unsigned_abs())
+    };
+    // SAFETY: the capture is reached through the raw pointer and borrowed only between calls of
+    // `deliver` (the callback may touch other fields: errbuf, break flag, next slot, stats).
+    let d: *mut DaemonCapture = unsafe {
+        let Kind::Daemon(d) = &mut (*p).kind else {
+            (*p).set_err("the capture is not active");
+            return PCAP_ERROR;
+        };
+        &mut **d
+    };
+    let closed = |p: *mut Pcap| {
+        // SAFETY: no borrow of the handle is held here.
+        unsafe { (*p).set_err(daemon::CLOSED) };
+        PCAP_ERROR
+    };
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    loop {
+        // SAFETY: a short borrow of the capture (see above).
+        let dc = unsafe { &mut *d };
+        if dc.closed {
+            return closed(p);
+        }
+        let reader = dc.flow.reader();
+        if reader.available() > 0 {
+            break;
+        }
+        if reader.is_finished() {
+            dc.closed = true;
+            return closed(p);
+        }
+        if brk.swap(false, Ordering::Relaxed) {
+            return PCAP_ERROR_BREAK;
+        }
+        let wait = match deadline {
+            Some(dl) => {
+                let left = dl.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return if dc.alive() { 0 } else { closed(p) };
+                }
+                left.min(SLICE)
+            }
+            None => SLICE,
+        };
+        if dc.flow.reader().wait_for(1, wait) == 0 && !dc.alive() {
+            return closed(p);
+        }
+    }
+    let mut n: c_int = 0;
+    loop {
+        if cnt > 0 && n >= cnt {
+            break;
+        }
+        let (hdr, data) = {
+            // SAFETY: short borrows of the capture and the filter, ended before `deliver`.
+            let (dc, filter) = unsafe { (&mut *d, &(*p).filter) };
+            let filtered = dc.expr.is_some();
+            let Some(pk) = dc.flow.reader().next() else {
+                break;
+            };
+            let mut caplen = u32::try_from(pk.data.len()).unwrap_or(u32::MAX);
+            if filtered {
+                // The daemon's filter cut the packet to its return value already.
+                caplen = caplen.min(pk.result);
+            }
+            if let Some(f) = filter {
+                let keep = f.run(pk.data, pk.wire_len);
+                if keep == 0 {
+                    continue;
+                }
+                caplen = caplen.min(keep);
+            }
+            caplen = caplen.min(snapshot);
+            (
+                header_of(precision, pk.timestamp, caplen, pk.wire_len),
+                pk.data.as_ptr(),
+            )
+        };
+        // `data` stays valid for the call: the slot is held until the release below
+        // (slow-reader preference), or it is the reader's copy, untouched until the next
+        // `next` (fast-reader preference, if the flow group was created with it).
+        deliver(p, &hdr, data);
+        n += 1;
+        if brk.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    // SAFETY: the callbacks have returned; a short borrow.
+    unsafe { (*d).flow.reader().release() };
+    if n == 0 && brk.swap(false, Ordering::Relaxed) {
+        return PCAP_ERROR_BREAK;
+    }
+    n
+}
+
 /// Calls a C `pcap_handler`.
 pub(crate) fn c_deliver(
     cb: PcapHandler,
@@ -658,6 +876,7 @@ pub(crate) unsafe fn dispatch(
     match unsafe { &(*p).kind } {
         Kind::Offline(_) => unsafe { offline_read(p, cnt, deliver) },
         Kind::Live(_) => unsafe { live_read(p, cnt, deliver) },
+        Kind::Daemon(_) => unsafe { daemon_read(p, cnt, deliver) },
         Kind::Created => {
             unsafe { (*p).set_err("This handle hasn't been activated yet") };
             crate::ffi::PCAP_ERROR_NOT_ACTIVATED

@@ -15,8 +15,10 @@
 //! - **Filters** (`pcap_compile`) are compiled by netsift's compiler (`netsift_lang` and
 //!   `netsift_bpf::compile`) into libpcap-identical classic BPF, with libpcap's savefile
 //!   semantics for savefile handles, and run (`pcap_setfilter`) by netsift's interpreter.
-//! - **Live capture** (`pcap_create`/`pcap_activate`, `pcap_open_live`) goes through netsift's
-//!   `AF_PACKET` source; the filter runs in user space on the ring's memory.
+//! - **Live capture** (`pcap_create`/`pcap_activate`, `pcap_open_live`) goes through `netsiftd`
+//!   when it runs (a flow of its graph, read from shared memory; the filter runs in the daemon),
+//!   else through netsift's `AF_PACKET` source with the filter in user space on the ring's
+//!   memory (`NETSIFT_PCAP_DIRECT=1` forces this).
 //! - **Dumps** (`pcap_dump_*`) are written by netsift's
 //!   [`PcapWriter`](netsift_capture::PcapWriter).
 //!
@@ -28,6 +30,7 @@
 // Exported C functions take raw pointers; their contracts are libpcap's documented ones.
 #![allow(clippy::missing_safety_doc)]
 
+mod daemon;
 mod devs;
 mod dump;
 pub mod ffi;
@@ -694,6 +697,16 @@ pub unsafe extern "C" fn pcap_compile(
                     (*fp).bf_len = c_uint::try_from(n).unwrap_or(0);
                     (*fp).bf_insns = mem;
                 }
+                // For pcap_setfilter on a capture through netsiftd (forgotten by
+                // pcap_freecode).
+                daemon::remember(
+                    mem as usize,
+                    &text,
+                    optimize != 0,
+                    netmask,
+                    (this.linktype, this.snapshot),
+                    insns,
+                );
                 0
             }
             Err(msg) => {
@@ -755,6 +768,8 @@ pub unsafe extern "C" fn pcap_freecode(fp: *mut BpfProgram) {
     if fp.is_null() {
         return;
     }
+    // SAFETY: `fp` is non-null; a program.
+    daemon::forget(unsafe { (*fp).bf_insns } as usize);
     // SAFETY: instructions allocated with malloc by pcap_compile (or null).
     unsafe {
         libc::free((*fp).bf_insns.cast::<c_void>());
@@ -789,7 +804,8 @@ unsafe fn program_of(fp: *const BpfProgram) -> Option<Program> {
 }
 
 /// `int pcap_setfilter(pcap_t *p, struct bpf_program *fp)`: validates the program and runs it
-/// on every packet from now on (in user space, netsift's interpreter).
+/// on every packet from now on (in user space, netsift's interpreter) — or, on a capture through
+/// `netsiftd`, has the daemon run the expression `pcap_compile` compiled it from.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pcap_setfilter(p: *mut Pcap, fp: *mut BpfProgram) -> c_int {
     guard!(PCAP_ERROR, {
@@ -802,7 +818,15 @@ pub unsafe extern "C" fn pcap_setfilter(p: *mut Pcap, fp: *mut BpfProgram) -> c_
             this.set_err("No filter specified");
             return PCAP_ERROR;
         };
+        let compiled = matches!(this.kind, Kind::Daemon(_))
+            .then(|| {
+                // SAFETY: `fp` is non-null (program_of returned a program).
+                let at = unsafe { (*fp).bf_insns } as usize;
+                daemon::lookup(at, program.insns())
+            })
+            .flatten();
         match Filter::new(program, Rules::Libpcap) {
+            Ok(f) if matches!(this.kind, Kind::Daemon(_)) => this.daemon_setfilter(compiled, f),
             Ok(f) => {
                 this.filter = Some(f);
                 0
@@ -1038,7 +1062,9 @@ pub extern "C" fn pcap_file(p: *mut Pcap) -> *mut libc::FILE {
     ptr::null_mut()
 }
 
-/// `int pcap_fileno(pcap_t *p)`: the descriptor of the savefile or capture socket (-1 if none).
+/// `int pcap_fileno(pcap_t *p)`: the descriptor of the savefile or capture socket (-1 if none,
+/// as for a capture through `netsiftd`: its packets arrive in shared memory, with no descriptor
+/// to wait on).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pcap_fileno(p: *mut Pcap) -> c_int {
     use std::os::fd::{AsFd, AsRawFd};
@@ -1047,6 +1073,7 @@ pub unsafe extern "C" fn pcap_fileno(p: *mut Pcap) -> c_int {
         match unsafe { handle(p) }.map(|h| &h.kind) {
             Some(Kind::Offline(o)) => o.fd,
             Some(Kind::Live(l)) => l.src.as_fd().as_raw_fd(),
+            Some(Kind::Daemon(_)) => -1,
             _ => PCAP_ERROR,
         }
     })
@@ -1075,8 +1102,23 @@ pub unsafe extern "C" fn pcap_stats(p: *mut Pcap, ps: *mut PcapStat) -> c_int {
         let result = match &mut h.kind {
             Kind::Live(live) => {
                 use netsift_capture::live::Source;
-                live.src.stats().map_err(|e| e.to_string())
+                live.src
+                    .stats()
+                    .map(|s| (s.received, s.dropped))
+                    .map_err(|e| e.to_string())
             }
+            // Received: what the flow accepted (appended or dropped for want of room); dropped:
+            // for want of room, or overwritten before it was read.
+            Kind::Daemon(d) => d
+                .flow
+                .stats()
+                .map(|s| {
+                    (
+                        s.appended.wrapping_add(s.dropped),
+                        s.dropped.wrapping_add(s.overwritten),
+                    )
+                })
+                .map_err(|e| daemon::message(&e)),
             Kind::Offline(_) => Err("Statistics aren't available from savefiles".to_string()),
             Kind::Dead => {
                 Err("Statistics aren't available from a pcap_open_dead pcap_t".to_string())
@@ -1084,12 +1126,12 @@ pub unsafe extern "C" fn pcap_stats(p: *mut Pcap, ps: *mut PcapStat) -> c_int {
             Kind::Created => Err("This handle hasn't been activated yet".to_string()),
         };
         match result {
-            Ok(s) => {
+            Ok((received, dropped)) => {
                 // SAFETY: `ps` is non-null. The counters wrap like libpcap's 32-bit ones.
                 unsafe {
                     *ps = PcapStat {
-                        ps_recv: s.received as c_uint,
-                        ps_drop: s.dropped as c_uint,
+                        ps_recv: received as c_uint,
+                        ps_drop: dropped as c_uint,
                         ps_ifdrop: 0,
                     };
                 }

@@ -1,7 +1,8 @@
 //! Debian's tcpdump captures live on netsift's libpcap: in a network namespace of its own with a
 //! veth pair, `tcpdump -i nsb -c N -n -t -e EXPR` (through netsift's AF_PACKET source, filter in
-//! user space) prints, for the frames sent on the other end, exactly what the real tcpdump
-//! prints when it reads those frames from a file.
+//! user space; `NETSIFT_PCAP_DIRECT=1`, so that a running netsiftd is not used) prints, for the
+//! frames sent on the other end, exactly what the real tcpdump prints when it reads those frames
+//! from a file.
 //!
 //! Needs root (namespaces, `CAP_NET_RAW`) and the `ip` command.
 
@@ -106,6 +107,9 @@ fn tcpdump_captures_live_on_netsift_libpcap() {
     let mut child = lab
         .command("tcpdump")
         .env("LD_LIBRARY_PATH", &lib)
+        // The direct path (AF_PACKET), even if a netsiftd runs on this machine (the daemon's
+        // path has tests of its own: tcpdump_daemon.rs).
+        .env("NETSIFT_PCAP_DIRECT", "1")
         .args([
             "-i",
             &lab.b,

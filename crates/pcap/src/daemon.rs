@@ -1,0 +1,302 @@
+//! Live capture through `netsiftd`: when the daemon runs, a live handle is a flow of the
+//! daemon's graph, `(device,"IF")`, or `(device,"IF") -> (bpf,"EXPR")` once a filter is set,
+//! read from shared memory with no system call per packet.
+//!
+//! - [`attempt`] decides at `pcap_activate` whether to go through the daemon
+//!   (`NETSIFT_PCAP_DIRECT=1` never does; `NETSIFT_SOCKET` or the default socket file);
+//! - the expressions `pcap_compile` compiled are remembered here ([`remember`], [`forget`],
+//!   [`lookup`]), keyed by the instructions' address, so that `pcap_setfilter` can hand the
+//!   expression to the daemon instead of running the program in the application.
+
+use std::ffi::c_int;
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use netsift_bpf::Insn;
+use netsift_capture::LinkType;
+use netsift_capture::live::Sender;
+use netsift_daemon::client::{self, Client, ClientError, Flow, OpenOptions};
+use netsift_graph::buffer::Preference;
+
+/// Set to `1` to capture directly (`AF_PACKET`) even when `netsiftd` runs.
+pub(crate) const DIRECT_ENV: &str = "NETSIFT_PCAP_DIRECT";
+
+/// libpcap's default capture buffer (2 MiB), used when `pcap_set_buffer_size` was not called.
+const DEFAULT_BUFFER: u64 = 2 << 20;
+/// The fewest PBuf slots (and IBuf entries) a flow asks for.
+const MIN_SLOTS: u64 = 256;
+/// The smallest and largest slot.
+const MIN_SLOT: u32 = 64;
+const MAX_SLOT: u32 = 262_144;
+/// How often an idle reader asks the daemon whether the flow is still there.
+const ALIVE_EVERY: Duration = Duration::from_millis(100);
+
+/// The message of a read after the daemon closed the flow (or went away).
+pub(crate) const CLOSED: &str =
+    "netsiftd closed the flow (the daemon stopped, or the capture source ended)";
+
+/// A live capture through the daemon.
+pub(crate) struct DaemonCapture {
+    pub(crate) flow: Flow,
+    client: Client,
+    options: OpenOptions,
+    /// The expression the daemon runs for this flow (`None`: the flow is unfiltered).
+    pub(crate) expr: Option<String>,
+    /// Opened on the first `pcap_inject` (sending does not go through the daemon).
+    pub(crate) sender: Option<Sender>,
+    /// Set once the flow is known to be closed: reads fail from then on.
+    pub(crate) closed: bool,
+    last_alive: Instant,
+}
+
+/// What [`attempt`] gave.
+pub(crate) enum Attempt {
+    /// A flow of the daemon.
+    Opened(Box<DaemonCapture>, LinkType),
+    /// The daemon is not to be used, or could not be reached: capture directly.
+    Direct,
+    /// The daemon was named explicitly (`NETSIFT_SOCKET`) and refused the flow.
+    Refused(String),
+}
+
+/// A client error as a message that names the daemon once (its first line: flow errors have
+/// caret lines under the flow text, which do not fit an error buffer).
+pub(crate) fn message(e: &ClientError) -> String {
+    let m = e.to_string();
+    let m = m.lines().next().unwrap_or("").trim();
+    if m.starts_with("netsiftd") {
+        m.to_string()
+    } else {
+        format!("netsiftd: {m}")
+    }
+}
+
+/// `"text"` in the graph language: `"` and `\` escaped.
+pub(crate) fn quote(text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 2);
+    s.push('"');
+    for c in text.chars() {
+        if matches!(c, '"' | '\\') {
+            s.push('\\');
+        }
+        s.push(c);
+    }
+    s.push('"');
+    s
+}
+
+/// The flow text for `device`, filtered by `expr` in the daemon if given.
+pub(crate) fn graph_text(device: &str, expr: Option<&str>) -> String {
+    match expr {
+        None => format!("(device,{})", quote(device)),
+        Some(e) => format!("(device,{}) -> (bpf,{})", quote(device), quote(e)),
+    }
+}
+
+/// The buffering a handle asks for: slots of the snapshot length (64 ..= 262144 bytes), as many
+/// as the buffer size holds (libpcap's 2 MiB by default), at least 256.
+pub(crate) fn open_options(snaplen: i32, buffer_size: i32) -> OpenOptions {
+    let slot = u32::try_from(snaplen)
+        .unwrap_or(MAX_SLOT)
+        .clamp(MIN_SLOT, MAX_SLOT);
+    let buffer = u64::try_from(buffer_size)
+        .ok()
+        .filter(|b| *b > 0)
+        .unwrap_or(DEFAULT_BUFFER);
+    let most = netsift_daemon::proto::MAX_PBUF_BYTES / u64::from(slot);
+    let slots = (buffer / u64::from(slot)).max(MIN_SLOTS).min(most);
+    let slots = u32::try_from(slots).unwrap_or(u32::MAX);
+    OpenOptions {
+        preference: Preference::SlowReader,
+        slots,
+        slot_size: slot,
+        ibuf: slots.min(netsift_daemon::proto::MAX_IBUF),
+        callback_every: None,
+    }
+}
+
+/// Whether to try the daemon, and whether it was named explicitly (`NETSIFT_SOCKET`).
+fn wanted() -> Option<bool> {
+    if std::env::var_os(DIRECT_ENV).is_some_and(|v| v == "1") {
+        return None;
+    }
+    let explicit = std::env::var_os("NETSIFT_SOCKET").is_some_and(|v| !v.is_empty());
+    (explicit || Path::new(client::DEFAULT_SOCKET).exists()).then_some(explicit)
+}
+
+/// At `pcap_activate`: a flow `(device,"IF")` of the daemon, if one should and can be opened.
+pub(crate) fn attempt(device: &str, snaplen: i32, buffer_size: i32) -> Attempt {
+    let Some(explicit) = wanted() else {
+        return Attempt::Direct;
+    };
+    let Ok(client) = Client::connect(client::default_socket()) else {
+        return Attempt::Direct;
+    };
+    let options = open_options(snaplen, buffer_size);
+    match client.open(&graph_text(device, None), &options) {
+        Ok(flow) => {
+            let lt = flow.link_type();
+            Attempt::Opened(
+                Box::new(DaemonCapture {
+                    flow,
+                    client,
+                    options,
+                    expr: None,
+                    sender: None,
+                    closed: false,
+                    last_alive: Instant::now(),
+                }),
+                lt,
+            )
+        }
+        Err(ClientError::Refused(m)) if explicit => {
+            // The first line: the caret lines under the flow text do not fit an error buffer.
+            let m = m.lines().next().unwrap_or("").trim();
+            Attempt::Refused(format!("netsiftd refused the capture: {m}"))
+        }
+        Err(_) => Attempt::Direct,
+    }
+}
+
+impl DaemonCapture {
+    /// Replaces the flow by one filtered by `expr` (`None`: unfiltered) if it differs: the new
+    /// flow is opened first, then the old one closed.
+    pub(crate) fn reopen(&mut self, device: &str, expr: Option<String>) -> Result<(), String> {
+        if self.expr == expr {
+            return Ok(());
+        }
+        let flow = self
+            .client
+            .open(&graph_text(device, expr.as_deref()), &self.options)
+            .map_err(|e| message(&e))?;
+        self.flow = flow;
+        self.expr = expr;
+        self.closed = false;
+        Ok(())
+    }
+
+    /// Whether the flow is still open in the daemon (asked at most every 100 ms; a daemon that
+    /// went away fails the request).
+    pub(crate) fn alive(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
+        if self.last_alive.elapsed() < ALIVE_EVERY {
+            return true;
+        }
+        self.last_alive = Instant::now();
+        if self.flow.stats().is_err() {
+            self.closed = true;
+        }
+        !self.closed
+    }
+}
+
+/// What `pcap_compile` compiled, remembered for `pcap_setfilter`.
+#[derive(Clone, Debug)]
+pub(crate) struct Compiled {
+    pub(crate) expr: String,
+    /// Not passed on: the daemon always optimizes, which changes neither which packets pass
+    /// nor the filter's return value.
+    #[allow(dead_code)]
+    pub(crate) optimize: bool,
+    pub(crate) netmask: u32,
+    /// The DLT it was compiled for.
+    pub(crate) linktype: c_int,
+    /// The snapshot length it was compiled for (what it returns for an accepted packet).
+    pub(crate) snaplen: c_int,
+    insns: Vec<Insn>,
+}
+
+/// The compiled programs still allocated, by the address of their instructions.
+static PROGRAMS: Mutex<Vec<(usize, Compiled)>> = Mutex::new(Vec::new());
+
+/// Remembers that the instructions at `at` were compiled from `expr`.
+pub(crate) fn remember(
+    at: usize,
+    expr: &str,
+    optimize: bool,
+    netmask: u32,
+    (linktype, snaplen): (c_int, c_int),
+    insns: &[Insn],
+) {
+    let mut v = PROGRAMS.lock().unwrap_or_else(PoisonError::into_inner);
+    v.retain(|(a, _)| *a != at);
+    v.push((
+        at,
+        Compiled {
+            expr: expr.to_string(),
+            optimize,
+            netmask,
+            linktype,
+            snaplen,
+            insns: insns.to_vec(),
+        },
+    ));
+}
+
+/// Forgets the program at `at` (`pcap_freecode`).
+pub(crate) fn forget(at: usize) {
+    let mut v = PROGRAMS.lock().unwrap_or_else(PoisonError::into_inner);
+    v.retain(|(a, _)| *a != at);
+}
+
+/// What compiled the instructions `insns` at `at`, if `pcap_compile` did (and they were not
+/// changed since).
+pub(crate) fn lookup(at: usize, insns: &[Insn]) -> Option<Compiled> {
+    let v = PROGRAMS.lock().unwrap_or_else(PoisonError::into_inner);
+    v.iter()
+        .find(|(a, c)| *a == at && c.insns == insns)
+        .map(|(_, c)| c.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_text_quotes() {
+        assert_eq!(graph_text("eth0", None), r#"(device,"eth0")"#);
+        assert_eq!(
+            graph_text("veth1", Some(r#"udp and ether[0] = 1 \ "x""#)),
+            r#"(device,"veth1") -> (bpf,"udp and ether[0] = 1 \\ \"x\"")"#
+        );
+        let text = graph_text("a\"b", Some("port 53"));
+        let flows = netsift_graph::lang::parse(&text).unwrap();
+        let args: Vec<String> = flows[0]
+            .filters()
+            .map(|f| f.args[0].0.text.clone())
+            .collect();
+        assert_eq!(args, ["a\"b", "port 53"]);
+    }
+
+    #[test]
+    fn buffering_follows_snaplen_and_buffer_size() {
+        let o = open_options(262_144, 0);
+        assert_eq!((o.slot_size, o.slots, o.ibuf), (262_144, 256, 256));
+        let o = open_options(1500, 0);
+        assert_eq!((o.slot_size, o.slots), (1500, 1398));
+        let o = open_options(10, 1 << 20);
+        assert_eq!((o.slot_size, o.slots), (64, 16384));
+        let o = open_options(-1, i32::MAX);
+        assert_eq!(o.slot_size, 262_144);
+        assert!(u64::from(o.slots) * 262_144 <= netsift_daemon::proto::MAX_PBUF_BYTES);
+    }
+
+    #[test]
+    fn programs_are_remembered_until_freed() {
+        let insns = [Insn {
+            code: 6,
+            jt: 0,
+            jf: 0,
+            k: 1,
+        }];
+        remember(0x10, "udp", true, 0, (1, 262_144), &insns);
+        assert_eq!(lookup(0x10, &insns).map(|c| c.expr), Some("udp".into()));
+        let other = [Insn { k: 2, ..insns[0] }];
+        assert!(lookup(0x10, &other).is_none());
+        forget(0x10);
+        assert!(lookup(0x10, &insns).is_none());
+    }
+}

@@ -1,0 +1,434 @@
+//! Debian's tcpdump captures live on netsift's libpcap through `netsiftd`: in a network
+//! namespace of its own with a veth pair and a `netsiftd` listening on a socket of the test's,
+//! `NETSIFT_SOCKET=… tcpdump -i nsb -c N -n -t -e EXPR` opens a flow of the daemon, has the
+//! daemon run the filter (`(device,"nsb") -> (bpf,"EXPR")`, in its log) and prints, for the
+//! frames sent on the other end, exactly what the real tcpdump prints when it reads those frames
+//! from a file. With `NETSIFT_PCAP_DIRECT=1` the same run captures directly (the daemon sees no
+//! flow). When the daemon goes away, tcpdump stops with an error instead of waiting forever.
+//!
+//! Needs root (namespaces, `CAP_NET_RAW`), the `ip` command and `netsiftd`
+//! (`cargo build -p netsift-daemon`).
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use netsift_capture::generate::FrameBuilder;
+use netsift_capture::live::Sender;
+use netsift_capture::{LinkType, PacketRef, PcapWriter, Precision, Timestamp};
+use netsift_testkit::netns::Lab;
+
+/// 30 UDP frames to port 7777 (some VLAN-tagged, which the filter must reject as in a file),
+/// interleaved with TCP, ICMP and other UDP frames, all between 198.18.x.y addresses.
+fn frames() -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    for i in 0..30u16 {
+        let host = (i % 5) as u8 + 1;
+        v.push(
+            FrameBuilder::new()
+                .ipv4([198, 18, 1, host], [198, 18, 2, 2])
+                .udp(4000 + i, 7777)
+                .payload(&[i as u8; 32])
+                .build(),
+        );
+        v.push(
+            FrameBuilder::new()
+                .ipv4([198, 18, 3, host], [198, 18, 4, 4])
+                .tcp(5000 + i, 80, 0x02)
+                .build(),
+        );
+        if i % 5 == 0 {
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
+                    .udp(4000 + i, 7777)
+                    .vlan(9)
+                    .build(),
+            );
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
+                    .icmp_echo_request(1, i)
+                    .build(),
+            );
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 7, 7], [198, 18, 8, 8])
+                    .udp(7000 + i, 53)
+                    .build(),
+            );
+        }
+    }
+    v
+}
+
+const FILTER: &str = "udp port 7777";
+const COUNT: usize = 30;
+
+/// What the real tcpdump prints for `frames` read from a file with the same flags.
+fn expected(frames: &[Vec<u8>], tag: &str) -> Vec<String> {
+    let dir =
+        std::env::temp_dir().join(format!("netsift-pcap-daemon-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sent.pcap");
+    let mut w = PcapWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        LinkType::ETHERNET,
+        262_144,
+        Precision::Micro,
+    )
+    .unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(&PacketRef::new(
+            f,
+            Timestamp::new(i as i64, 0),
+            LinkType::ETHERNET,
+        ))
+        .unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let out = Command::new(common::tcpdump())
+        .env_remove("LD_LIBRARY_PATH")
+        .arg("-r")
+        .arg(&path)
+        .args(["-n", "-t", "-e", FILTER])
+        .output()
+        .expect("tcpdump -r");
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `netsiftd`, built by the netsift-daemon package next to this test's profile directory
+/// (`target/<profile>/netsiftd`; the test executable is `target/<profile>/deps/…`).
+fn netsiftd() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test>");
+    let bin = profile.join("netsiftd");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first with `cargo build -p netsift-daemon` (same profile as \
+         the tests)",
+        bin.display()
+    );
+    bin
+}
+
+/// A child process killed (by its id) and reaped when dropped, also when the test fails; its
+/// standard output and error collected by threads.
+struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    stdout: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Proc {
+    /// Starts `cmd`; `ready` gets a message when a line of its standard error contains
+    /// `marker`.
+    fn spawn(mut cmd: Command, marker: &'static str, ready: mpsc::Sender<()>) -> Proc {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a process in the namespace");
+        let err = child.stderr.take().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let (stderr, stdout) = (
+            Arc::new(Mutex::new(String::new())),
+            Arc::new(Mutex::new(String::new())),
+        );
+        let (e, o) = (Arc::clone(&stderr), Arc::clone(&stdout));
+        let readers = vec![
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines() {
+                    let line = line.unwrap_or_default();
+                    let mut s = e.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                    drop(s);
+                    if line.contains(marker) {
+                        let _ = ready.send(());
+                    }
+                }
+            }),
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = out.read_to_string(&mut text);
+                *o.lock().unwrap() = text;
+            }),
+        ];
+        Proc {
+            child,
+            stderr,
+            stdout,
+            readers,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    fn join_readers(&mut self) {
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit (and its output to end).
+    fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                self.join_readers();
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.join_readers();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A lab with `netsiftd -v` listening on a socket of the test's inside the namespace.
+struct Setup {
+    lab: Lab,
+    daemon: Proc,
+    socket: PathBuf,
+}
+
+impl Setup {
+    fn new(tag: &str) -> Setup {
+        let bin = netsiftd();
+        common::tcpdump();
+        let lab =
+            Lab::new().unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"));
+        let socket =
+            std::env::temp_dir().join(format!("netsift-pcap-{tag}-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let mut cmd = lab.command(bin.to_str().expect("a UTF-8 path"));
+        cmd.arg("--socket").arg(&socket).arg("-v");
+        let (tx, rx) = mpsc::channel();
+        let mut daemon = Proc::spawn(cmd, "listening on", tx);
+        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            daemon.kill();
+            panic!("netsiftd did not start: {}", daemon.stderr());
+        }
+        Setup {
+            lab,
+            daemon,
+            socket,
+        }
+    }
+
+    /// Starts `tcpdump -i nsb -n -t -e [-c N] EXPR` on netsift's libpcap, with NETSIFT_SOCKET
+    /// pointing at the daemon (and NETSIFT_PCAP_DIRECT=1 if `direct`); returns once it listens.
+    fn tcpdump(&self, count: Option<usize>, direct: bool) -> Proc {
+        let mut cmd = self.lab.command("tcpdump");
+        cmd.env("LD_LIBRARY_PATH", common::lib_dir())
+            .env("NETSIFT_SOCKET", &self.socket)
+            .env_remove("NETSIFT_PCAP_DIRECT");
+        if direct {
+            cmd.env("NETSIFT_PCAP_DIRECT", "1");
+        }
+        cmd.args(["-i", &self.lab.b, "-n", "-t", "-e"]);
+        if let Some(n) = count {
+            cmd.args(["-c", &n.to_string()]);
+        }
+        cmd.arg(FILTER);
+        let (tx, rx) = mpsc::channel();
+        let mut p = Proc::spawn(cmd, "listening on", tx);
+        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            p.kill();
+            panic!(
+                "tcpdump did not start: {}\nnetsiftd: {}",
+                p.stderr(),
+                self.daemon.stderr()
+            );
+        }
+        p
+    }
+
+    fn send(&self, frames: &[Vec<u8>]) {
+        let a = self.lab.a.clone();
+        self.lab.run(|| {
+            let mut tx = Sender::open(&a).expect("sender");
+            let mut it = frames.iter().map(Vec::as_slice);
+            tx.send_paced(
+                &mut it,
+                Some(2_000),
+                frames.len() as u64,
+                Duration::from_secs(20),
+            )
+            .expect("send");
+        });
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        self.daemon.kill();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// tcpdump -c COUNT on the frames: its output lines and standard error, once it exited.
+fn capture(setup: &Setup, direct: bool, frames: &[Vec<u8>]) -> (Vec<String>, String) {
+    let mut td = setup.tcpdump(Some(COUNT), direct);
+    setup.send(frames);
+    let status = td.wait(Duration::from_secs(20));
+    let err = td.stderr();
+    let out = td.stdout();
+    let status = status.unwrap_or_else(|| {
+        td.kill();
+        panic!(
+            "tcpdump -c {COUNT} did not finish: {err}\n{}\nnetsiftd: {}",
+            td.stdout(),
+            setup.daemon.stderr()
+        )
+    });
+    assert!(
+        status.success(),
+        "tcpdump failed ({status}): {err}\nnetsiftd: {}",
+        setup.daemon.stderr()
+    );
+    (out.lines().map(str::to_string).collect(), err)
+}
+
+#[test]
+fn tcpdump_captures_through_netsiftd() {
+    let setup = Setup::new("through");
+    let frames = frames();
+    let want = expected(&frames, "through");
+    assert_eq!(want.len(), COUNT, "the file run: {want:?}");
+    let (got, err) = capture(&setup, false, &frames);
+    let log = setup.daemon.stderr();
+    println!(
+        "through netsiftd: sent {} frames, tcpdump printed {} lines, {} expected",
+        frames.len(),
+        got.len(),
+        want.len()
+    );
+    println!("tcpdump:\n{err}netsiftd -v:\n{log}");
+    assert_eq!(got, want, "stderr: {err}\nnetsiftd: {log}");
+    assert!(
+        err.contains(&format!(
+            "listening on {}, link-type EN10MB (Ethernet), snapshot length 262144 bytes",
+            setup.lab.b
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{COUNT} packets captured")), "{err}");
+    // The daemon ran the filter: the flow tcpdump ended up with is the filtered one.
+    let flow = format!(r#"(device,"{}") -> (bpf,"{FILTER}")"#, setup.lab.b);
+    assert!(
+        log.lines()
+            .any(|l| l.contains(": flow ") && l.ends_with(&flow)),
+        "netsiftd did not log the flow {flow}: {log}"
+    );
+    // ps_recv counts what the daemon's filter accepted: the 30 frames, not the 78 sent.
+    let received = err
+        .lines()
+        .find_map(|l| l.strip_suffix(" packets received by filter"))
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no `packets received by filter` line: {err}"));
+    assert!(
+        (COUNT..frames.len()).contains(&received),
+        "received {received}: {err}"
+    );
+    // tcpdump's flows were closed when it exited.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !setup.daemon.stderr().contains(") gone: closed flows") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = setup.daemon.stderr();
+    assert!(log.contains(") gone: closed flows"), "{log}");
+}
+
+#[test]
+fn tcpdump_captures_directly_with_netsift_pcap_direct() {
+    let setup = Setup::new("direct");
+    let frames = frames();
+    let want = expected(&frames, "direct");
+    let (got, err) = capture(&setup, true, &frames);
+    let log = setup.daemon.stderr();
+    assert_eq!(got, want, "stderr: {err}\nnetsiftd: {log}");
+    assert!(err.contains(&format!("{COUNT} packets captured")), "{err}");
+    assert!(
+        !log.contains("connection"),
+        "NETSIFT_PCAP_DIRECT=1, yet tcpdump went to netsiftd: {log}"
+    );
+}
+
+#[test]
+fn tcpdump_stops_when_netsiftd_goes_away() {
+    let mut setup = Setup::new("gone");
+    let mut td = setup.tcpdump(None, false);
+    // Make sure the flow is open before the daemon goes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !setup.daemon.stderr().contains("(bpf,") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    setup.daemon.kill();
+    let status = td.wait(Duration::from_secs(10));
+    let err = td.stderr();
+    let status = status.unwrap_or_else(|| {
+        td.kill();
+        panic!("tcpdump kept waiting after netsiftd was killed: {err}")
+    });
+    assert!(!status.success(), "{status}: {err}");
+    assert!(err.contains("netsiftd closed the flow"), "{err}");
+}
+
+#[test]
+fn tcpdump_reports_a_flow_netsiftd_refuses() {
+    let setup = Setup::new("refused");
+    let out = setup
+        .lab
+        .command("tcpdump")
+        .env("LD_LIBRARY_PATH", common::lib_dir())
+        .env("NETSIFT_SOCKET", &setup.socket)
+        .env_remove("NETSIFT_PCAP_DIRECT")
+        .args(["-i", "nsnoif9", "-c", "1", "-n"])
+        .output()
+        .expect("run tcpdump");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    // NETSIFT_SOCKET named the daemon: its refusal is the error, not a silent direct capture.
+    assert!(
+        err.contains("No such device exists")
+            && err.contains("netsiftd refused the capture")
+            && err.contains("nsnoif9"),
+        "{err}"
+    );
+}
