@@ -54,8 +54,11 @@ typedef struct netsift_options {
      * nonzero: fast-reader preference (the daemon never waits: the oldest packets are
      * overwritten and counted as lost, data is a copy). */
     int fast_reader;
-    /* PBuf slots, bytes per slot (packets are cut to it), IBuf entries of the flow. */
+    /* PBuf slots, bytes per slot, IBuf entries of the flow. */
     uint32_t slots, slot_size, ibuf;
+    /* The longest packet stored (longer ones are cut); 0: one slot. A packet longer than a slot
+     * takes consecutive slots, so small slots hold small packets densely. */
+    uint32_t max_packet;
     /* The callback period the application will use, checked by the daemon's policy; 0: none. */
     uint64_t callback_every;
 } netsift_options;
@@ -64,7 +67,7 @@ typedef struct netsift_options {
 typedef struct netsift_packet {
     /* The stored bytes (caplen of them; see netsift_next for how long they stay valid). */
     const uint8_t *data;
-    /* Stored length (at most the slot size) and length on the wire. */
+    /* Stored length (at most max_packet, or the slot size) and length on the wire. */
     uint32_t caplen, wirelen;
     /* Capture time: seconds since the Unix epoch and nanoseconds. */
     int64_t ts_sec;
@@ -87,8 +90,8 @@ struct netsift_stats {
     uint64_t overwritten; /* overwritten before they were read (fast-reader preference) */
 };
 
-/* Fill *o with the defaults: slow reader, 4096 slots of 2048 bytes, 4096 IBuf entries, no
- * callback period. Does nothing if o is null. */
+/* Fill *o with the defaults: slow reader, 4096 slots of 2048 bytes, packets cut to a slot, 4096
+ * IBuf entries, no callback period. Does nothing if o is null. */
 void netsift_options_init(netsift_options *o);
 
 /* Connect to netsiftd at path (null or "": $NETSIFT_SOCKET, else /run/netsift/netsiftd.sock).

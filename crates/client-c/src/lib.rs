@@ -66,6 +66,8 @@ pub struct netsift_options {
     pub slot_size: u32,
     /// IBuf entries of the flow.
     pub ibuf: u32,
+    /// The longest packet stored; 0: one slot (longer packets span consecutive slots).
+    pub max_packet: u32,
     /// The callback period the application will use; 0: none.
     pub callback_every: u64,
 }
@@ -77,6 +79,7 @@ impl From<OpenOptions> for netsift_options {
             slots: o.slots,
             slot_size: o.slot_size,
             ibuf: o.ibuf,
+            max_packet: o.max_packet,
             callback_every: o.callback_every.unwrap_or(0),
         }
     }
@@ -93,6 +96,7 @@ impl From<netsift_options> for OpenOptions {
             slots: o.slots,
             slot_size: o.slot_size,
             ibuf: o.ibuf,
+            max_packet: o.max_packet,
             callback_every: (o.callback_every != 0).then_some(o.callback_every),
         }
     }
@@ -607,6 +611,7 @@ mod tests {
             slots: 1,
             slot_size: 1,
             ibuf: 1,
+            max_packet: 1,
             callback_every: 1,
         };
         // SAFETY: a valid netsift_options; then null, which must be ignored.
@@ -621,6 +626,7 @@ mod tests {
                 slots: 4096,
                 slot_size: 2048,
                 ibuf: 4096,
+                max_packet: 0,
                 callback_every: 0,
             }
         );

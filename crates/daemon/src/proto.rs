@@ -28,8 +28,11 @@ pub struct OpenOptions {
     pub preference: Preference,
     /// PBuf slots.
     pub slots: u32,
-    /// Bytes per PBuf slot (packets are cut to it).
+    /// Bytes per PBuf slot.
     pub slot_size: u32,
+    /// The longest packet stored (longer ones are cut): 0 means one slot; more lets a packet
+    /// span consecutive slots (small slots then hold small packets densely).
+    pub max_packet: u32,
     /// IBuf entries of the flow.
     pub ibuf: u32,
     /// The callback period the application will use, if any (checked by the policy).
@@ -42,6 +45,7 @@ impl Default for OpenOptions {
             preference: Preference::SlowReader,
             slots: 4096,
             slot_size: 2048,
+            max_packet: 0,
             ibuf: 4096,
             callback_every: None,
         }
@@ -131,6 +135,9 @@ impl Request {
                     o.slot_size,
                     o.ibuf
                 );
+                if o.max_packet != 0 {
+                    s.push_str(&format!(" max={}", o.max_packet));
+                }
                 if let Some(n) = o.callback_every {
                     s.push_str(&format!(" callback={n}"));
                 }
@@ -171,6 +178,7 @@ impl Request {
                         "slots" => o.slots = number(k, v)?,
                         "slot_size" => o.slot_size = number(k, v)?,
                         "ibuf" => o.ibuf = number(k, v)?,
+                        "max" => o.max_packet = number(k, v)?,
                         "callback" => o.callback_every = Some(number(k, v)?),
                         _ => return err(format!("open: unknown option `{k}`")),
                     }
@@ -263,6 +271,7 @@ mod tests {
                     preference: Preference::FastReader,
                     slots: 8,
                     slot_size: 128,
+                    max_packet: 65_535,
                     ibuf: 16,
                     callback_every: Some(100),
                 },

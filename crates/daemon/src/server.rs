@@ -7,7 +7,8 @@
 //! answers requests, notices applications that went away), then — while some flow is open —
 //! takes up to [`BATCH`] packets from the sources through the graph into the groups' buffers.
 //! Applications read those buffers directly (no system call per packet) and advance their `R`
-//! in batches; the daemon never waits for them (slow-reader preference drops what does not
+//! in batches; an application that waits sleeps on a futex in its IBuf, which the daemon wakes
+//! after a batch that brought what it waits for. The daemon never waits for them (slow-reader preference drops what does not
 //! fit, fast-reader preference overwrites). While no flow is open it sleeps in `poll`.
 //!
 //! # Groups and rights
@@ -41,8 +42,9 @@ use netsift_graph::{FlowId, FlowOptions, Runtime, standard_registry};
 use crate::proto::{OpenOptions, Reply, Request};
 use crate::sock::{Conn, Listener, PeerCred};
 
-/// Packets taken from the sources between two looks at the control sockets.
-pub const BATCH: usize = 256;
+/// Packets taken from the sources between two looks at the control sockets (and between two
+/// wake-ups of a waiting application): a device source lends them straight from its ring.
+pub const BATCH: usize = 4096;
 
 /// Classes only root may use through the daemon: they open paths with the daemon's rights.
 pub const ROOT_ONLY_CLASSES: &[&str] = &["file", "pcap"];
@@ -231,32 +233,36 @@ impl Daemon {
     }
 
     /// Take up to [`BATCH`] packets through the graph; stop early when the sources are idle.
+    /// Then wake the applications whose packets arrived (one futex wake per waiting flow per
+    /// batch, none while they keep up).
     fn pump(&mut self) {
-        for _ in 0..BATCH {
-            let before = self.runtime.stats().packets;
-            match self.runtime.step() {
-                Ok(true) if self.runtime.stats().packets > before => {}
-                Ok(true) => break,
-                Ok(false) => {
-                    if !self.finished {
-                        // Every source ended: readers drain what is left and see the end.
-                        if let Err(e) = self.runtime.finish() {
-                            self.log(&format!("finishing the filters: {e}"));
-                        }
-                        self.finished = true;
+        let mut ended = false;
+        match self.runtime.step_batch(BATCH) {
+            Ok(true) => {}
+            Ok(false) => {
+                if !self.finished {
+                    // Every source ended: readers drain what is left and see the end.
+                    if let Err(e) = self.runtime.finish() {
+                        self.log(&format!("finishing the filters: {e}"));
                     }
+                    self.finished = true;
+                    ended = true;
+                } else {
                     // Nothing to take: do not spin.
                     std::thread::sleep(std::time::Duration::from_millis(1));
-                    break;
                 }
-                Err(e) => {
-                    let m = e.to_string();
-                    if self.logged.insert(m.clone()) {
-                        eprintln!("netsiftd: {m}");
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                    break;
+            }
+            Err(e) => {
+                let m = e.to_string();
+                if self.logged.insert(m.clone()) {
+                    eprintln!("netsiftd: {m}");
                 }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        for s in self.sessions.values() {
+            for r in s.flows.values() {
+                r.wake_attached(ended);
             }
         }
     }
@@ -468,6 +474,7 @@ impl Daemon {
             preference: o.preference,
             slots: o.slots,
             slot_size: o.slot_size,
+            max_packet: o.max_packet,
             ibuf: o.ibuf as usize,
             callback_every: o.callback_every,
             default_source: None,

@@ -4,11 +4,16 @@
 //!
 //! # Model
 //!
-//! A [`Group`] owns a **PBuf**: a ring of `slots` fixed-size slots of `slot_size` bytes. One
-//! capture thread — the [`Writer`], at most one at a time — copies a packet into the next slot
-//! **once**, however many flows of the group accept it (longer packets are cut; the stored
-//! length, the wire length, the timestamp and the link type are kept), and gets a [`SlotRef`]
-//! (slot index and sequence number). It then appends an entry — the slot reference and the
+//! A [`Group`] owns a **PBuf**: a ring of `slots` fixed-size slots of `slot_size` bytes, their
+//! headers (sequence word, stored and wire lengths, time stamp, link type) in a dense array of
+//! their own and their bytes in another, consecutive slots contiguous. One capture thread —
+//! the [`Writer`], at most one at a time — copies a packet into the next slot **once**, however
+//! many flows of the group accept it, and gets a [`SlotRef`] (slot index and sequence number).
+//! A packet longer than a slot is cut to it ([`Group::new`]) or, in a group made with
+//! [`Group::create`], takes as many consecutive slots as it needs up to the group's `max_len`
+//! (never wrapping: at the end of the ring the writer skips the remaining slots), so small
+//! slots hold small packets densely — what the caches and prefetchers of two cores passing
+//! packets want — while long ones are still kept whole. It then appends an entry — the slot reference and the
 //! filter's 32-bit result — to the **IBuf** of every reader (flow endpoint) that accepted the
 //! packet. Readers ([`Reader`], one per IBuf, each on any thread) read their IBuf in order and
 //! follow the slot references into the PBuf.
@@ -106,6 +111,17 @@
 //! [`Reader::close`]) unregisters it and releases its hold on the PBuf; a stale [`ReaderId`]
 //! is refused by [`Writer::deliver`].
 //!
+//! # Packets spanning slots
+//!
+//! Positions count slots: a packet at position `p` taking `k` slots occupies `p .. p + k` and
+//! the next one starts at `p + k` (or at the next lap's slot 0). A reader validates a packet by
+//! the sequence word of its first slot only. That suffices because the writer rewrites slots
+//! in position order and updates the header of *every* slot it writes bytes into (busy, then
+//! its position + 1) before those bytes: the first slot of a packet is always rewritten before
+//! or together with any later slot of it (padding at the ring's end covers a tail of slots
+//! none of which starts a packet). Under slow-reader preference the free-space check is
+//! `W' − R* ≤ slots` for the position `W'` after the packet.
+//!
 //! # Waiting
 //!
 //! [`Reader::wait_for`] blocks until `n` packets are available. The writer wakes a reader only
@@ -119,6 +135,14 @@
 //! never a hang.
 //!
 //! Callbacks every `n` packets or every `t` are built on `wait_for` ([`Reader::on_every`]).
+//!
+//! A reader in another process ([`Reader::attach`]) cannot be unparked: it announces its
+//! target in its control page and sleeps on a futex — the low 32 bits of `W_i` in the IBuf's
+//! memory file, shared (not process-private), so the same word in both mappings — and the
+//! creator, after a batch of packets, wakes it if its target was reached
+//! ([`Reader::wake_attached`]: a `SeqCst` fence and one load per reader per batch, a
+//! `FUTEX_WAKE` only for a reader that waits). A lost wake-up costs at most
+//! [`ATTACHED_RECHECK`].
 //!
 //! # Safety
 //!
@@ -146,6 +170,51 @@ use crate::shm::{Mem, One, Plain, Region};
 /// How long a waiting reader sleeps at most before it re-checks its IBuf (see the module docs:
 /// it bounds the latency of a missed wake-up).
 pub const RECHECK: Duration = Duration::from_millis(1);
+
+/// How long a waiting reader of another process's buffers sleeps at most before it re-checks
+/// (the creator wakes it through a futex; this bounds a wake-up that never comes, e.g. because
+/// the creator went away).
+pub const ATTACHED_RECHECK: Duration = Duration::from_millis(100);
+
+/// The futex word of an IBuf's `W_i`: its low 32 bits (the word's first 4 bytes on a
+/// little-endian machine, its last 4 on a big-endian one).
+fn futex_word(w: &AtomicU64) -> *const u32 {
+    let p = (w as *const AtomicU64).cast::<u32>();
+    if cfg!(target_endian = "big") {
+        p.wrapping_add(1)
+    } else {
+        p
+    }
+}
+
+/// Sleep until `w`'s low 32 bits are woken, as long as they equal `seen`, at most `timeout`.
+/// Shared (not process-private): the word is in a memory file mapped by two processes.
+fn futex_wait(w: &AtomicU64, seen: u32, timeout: Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: the address is a valid, aligned u32 inside a live mapping (the reader keeps its
+    // region); FUTEX_WAIT only reads it. Errors (EAGAIN: it changed; EINTR; ETIMEDOUT) all
+    // mean "look again", which the caller does.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            futex_word(w),
+            libc::FUTEX_WAIT,
+            seen,
+            &raw const ts,
+        );
+    }
+}
+
+/// Wake every process sleeping on `w`'s futex word.
+fn futex_wake(w: &AtomicU64) {
+    // SAFETY: as in `futex_wait`; FUTEX_WAKE does not access the word.
+    unsafe {
+        libc::syscall(libc::SYS_futex, futex_word(w), libc::FUTEX_WAKE, i32::MAX);
+    }
+}
 
 /// Words of a slot before its data: sequence, lengths, seconds, nanoseconds and link type.
 const HEADER_WORDS: usize = 4;
@@ -307,6 +376,7 @@ struct GroupHead {
     pref: AtomicU64,
     slots: AtomicU64,
     slot_size: AtomicU64,
+    max_len: AtomicU64,
     /// Non-zero: the writer finished ([`Writer::finish`] or dropped) and none wrote since.
     finished: AtomicU64,
 }
@@ -415,14 +485,62 @@ struct Table {
     next_serial: u32,
 }
 
+/// The sizes of a PBuf, normalised.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    slots: u32,
+    slot_size: u32,
+    max_len: u32,
+}
+
+impl Layout {
+    /// At least one slot of at least one byte; `max_len` between the slot size and half the
+    /// PBuf (so that a packet of `max_len` bytes always fits after the padding at the ring's
+    /// end).
+    fn new(slots: u32, slot_size: u32, max_len: u32) -> Layout {
+        let slots = slots.max(1);
+        let slot_size = slot_size.max(1);
+        let slot_bytes = slot_size.div_ceil(8).saturating_mul(8);
+        let half = u64::from(slots / 2) * u64::from(slot_bytes);
+        let max_len = u64::from(max_len)
+            .min(half)
+            .max(u64::from(slot_size))
+            .min(u64::from(u32::MAX)) as u32;
+        Layout {
+            slots,
+            slot_size,
+            max_len,
+        }
+    }
+
+    fn slot_words(self) -> usize {
+        (self.slot_size as usize).div_ceil(8)
+    }
+
+    fn header_words(self) -> usize {
+        self.slots as usize * HEADER_WORDS
+    }
+
+    fn data_words(self) -> usize {
+        self.slots as usize * self.slot_words()
+    }
+}
+
 /// What a group's handles share.
 struct Shared {
     pref: Preference,
     slots: u32,
     slot_size: u32,
-    /// Words per slot: header and data.
-    stride: usize,
-    /// The PBuf: `slots * stride` words.
+    /// Data words per slot.
+    slot_words: usize,
+    /// The longest packet stored (longer ones are cut): `slot_size` or more — a packet longer
+    /// than a slot takes several consecutive slots.
+    max_len: u32,
+    /// The slot headers, [`HEADER_WORDS`] each: sequence word, lengths, seconds, nanoseconds
+    /// and link type. Dense, apart from the data, so that a reader walks them sequentially.
+    headers: Mem<AtomicU64>,
+    /// The slots' bytes, `slots * slot_words` words: consecutive slots are contiguous, so a
+    /// packet spanning several is one run of bytes.
     words: Mem<AtomicU64>,
     /// The group's header: layout (for processes that map the PBuf) and the finished flag.
     head: One<Padded<GroupHead>>,
@@ -446,9 +564,27 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn slot(&self, index: u32) -> &[AtomicU64] {
-        let base = index as usize * self.stride;
-        &self.words[base..base + self.stride]
+    /// The header of slot `index`.
+    fn header(&self, index: u32) -> &[AtomicU64] {
+        let base = index as usize * HEADER_WORDS;
+        &self.headers[base..base + HEADER_WORDS]
+    }
+
+    /// The data words of a packet of `len` bytes starting at slot `index`.
+    fn data(&self, index: u32, len: usize) -> &[AtomicU64] {
+        let base = index as usize * self.slot_words;
+        &self.words[base..base + len.div_ceil(8)]
+    }
+
+    /// The most bytes a packet starting at slot `index` can have (up to the ring's end): a
+    /// bound the reader applies whatever a header says.
+    fn room(&self, index: u32) -> usize {
+        (self.slots - index.min(self.slots)) as usize * self.slot_words * 8
+    }
+
+    /// The slots a packet of `len` bytes takes.
+    fn slots_for(&self, len: usize) -> u32 {
+        len.div_ceil(self.slot_words * 8).max(1) as u32
     }
 
     fn finished(&self) -> bool {
@@ -480,16 +616,16 @@ impl fmt::Debug for Group {
 }
 
 impl Group {
-    /// A group with a PBuf of `slots` slots of `slot_size` bytes each (both raised to at least
-    /// 1) and the given buffer management, on the heap.
+    /// A group with a PBuf of `slots` slots of `slot_size` bytes each (both at least one) and
+    /// the given buffer management, on the heap. Packets longer than a slot are cut to it
+    /// ([`Group::create`] lets them span slots).
     pub fn new(slots: u32, slot_size: u32, pref: Preference) -> Group {
-        let (slots, slot_size, stride) = Group::layout(slots, slot_size);
+        let l = Layout::new(slots, slot_size, slot_size);
         Group::build(
             pref,
-            slots,
-            slot_size,
-            stride,
-            Mem::heap(slots as usize * stride),
+            l,
+            Mem::heap(l.header_words()),
+            Mem::heap(l.data_words()),
             One::heap(),
         )
     }
@@ -497,48 +633,69 @@ impl Group {
     /// [`Group::new`] with the PBuf in a memory file (its readers' buffers too, with
     /// [`Group::add_reader`]), so that other processes can map it ([`Reader::attach`]).
     pub fn new_shared(slots: u32, slot_size: u32, pref: Preference) -> io::Result<Group> {
-        let (slots, slot_size, stride) = Group::layout(slots, slot_size);
-        let words_len = (slots as usize)
-            .checked_mul(stride * 8)
+        Group::create(slots, slot_size, slot_size, pref, true)
+    }
+
+    /// A group whose packets may be longer than a slot: one of up to `max_len` bytes (longer
+    /// ones are cut) takes as many consecutive slots as it needs, so small slots hold small
+    /// packets densely — better for the cache than slots of the largest size — and large
+    /// packets are still stored whole. `max_len` is raised to `slot_size` and lowered to half
+    /// the PBuf. `shared`: in memory files ([`Group::new_shared`]).
+    pub fn create(
+        slots: u32,
+        slot_size: u32,
+        max_len: u32,
+        pref: Preference,
+        shared: bool,
+    ) -> io::Result<Group> {
+        let l = Layout::new(slots, slot_size, max_len);
+        if !shared {
+            return Ok(Group::build(
+                pref,
+                l,
+                Mem::heap(l.header_words()),
+                Mem::heap(l.data_words()),
+                One::heap(),
+            ));
+        }
+        let too_large = || io::Error::new(io::ErrorKind::InvalidInput, "PBuf too large");
+        let bytes = l
+            .header_words()
+            .checked_add(l.data_words())
+            .and_then(|w| w.checked_mul(8))
             .and_then(|n| n.checked_add(HEAD))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "PBuf too large"))?;
-        let region = std::sync::Arc::new(Region::create("netsift-pbuf", words_len)?);
+            .ok_or_else(too_large)?;
+        let region = std::sync::Arc::new(Region::create("netsift-pbuf", bytes)?);
         let bad = || io::Error::other("PBuf layout");
         let head: One<Padded<GroupHead>> = One::in_region(&region, 0).ok_or_else(bad)?;
-        let words = Mem::in_region(&region, HEAD, slots as usize * stride).ok_or_else(bad)?;
-        head.slots.store(u64::from(slots), Ordering::Relaxed);
+        let headers = Mem::in_region(&region, HEAD, l.header_words()).ok_or_else(bad)?;
+        let words =
+            Mem::in_region(&region, HEAD + l.header_words() * 8, l.data_words()).ok_or_else(bad)?;
+        head.slots.store(u64::from(l.slots), Ordering::Relaxed);
         head.slot_size
-            .store(u64::from(slot_size), Ordering::Relaxed);
+            .store(u64::from(l.slot_size), Ordering::Relaxed);
+        head.max_len.store(u64::from(l.max_len), Ordering::Relaxed);
         head.pref
             .store(u64::from(pref == Preference::FastReader), Ordering::Relaxed);
         head.magic.store(PBUF_MAGIC, Ordering::Release);
-        Ok(Group::build(pref, slots, slot_size, stride, words, head))
-    }
-
-    fn layout(slots: u32, slot_size: u32) -> (u32, u32, usize) {
-        let slots = slots.max(1);
-        let slot_size = slot_size.max(1);
-        (
-            slots,
-            slot_size,
-            HEADER_WORDS + (slot_size as usize).div_ceil(8),
-        )
+        Ok(Group::build(pref, l, headers, words, head))
     }
 
     fn build(
         pref: Preference,
-        slots: u32,
-        slot_size: u32,
-        stride: usize,
+        l: Layout,
+        headers: Mem<AtomicU64>,
         words: Mem<AtomicU64>,
         head: One<Padded<GroupHead>>,
     ) -> Group {
         Group {
             shared: Arc::new(Shared {
                 pref,
-                slots,
-                slot_size,
-                stride,
+                slots: l.slots,
+                slot_size: l.slot_size,
+                slot_words: l.slot_words(),
+                max_len: l.max_len,
+                headers,
                 words,
                 head,
                 w: Padded::default(),
@@ -550,6 +707,11 @@ impl Group {
                 writer: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The longest packet the group stores (longer ones are cut).
+    pub fn max_len(&self) -> u32 {
+        self.shared.max_len
     }
 
     /// Whether the group's buffers are in memory files ([`Group::new_shared`]).
@@ -866,11 +1028,22 @@ impl Writer {
             self.finished = false;
             self.shared.set_finished(false);
         }
-        let slots = u64::from(self.shared.slots);
-        let pos = self.w;
-        if self.shared.pref == Preference::SlowReader
-            && pos - self.r_star >= slots
-            && pos - self.recompute_r_star() >= slots
+        let s = &*self.shared;
+        let slots = u64::from(s.slots);
+        let len = pkt.data.len().min(s.max_len as usize);
+        // A packet takes `k` consecutive slots and never wraps: at the end of the ring the
+        // remaining slots are skipped (`pad` positions nobody refers to).
+        let k = s.slots_for(len);
+        let pad = if self.w_index + k > s.slots {
+            s.slots - self.w_index
+        } else {
+            0
+        };
+        let pos = self.w + u64::from(pad);
+        let end = pos + u64::from(k);
+        if s.pref == Preference::SlowReader
+            && end - self.r_star > slots
+            && end - self.recompute_r_star() > slots
         {
             let s = &self.shared;
             s.dropped
@@ -878,24 +1051,27 @@ impl Writer {
             return None;
         }
         let s = &*self.shared;
-        let index = self.w_index;
-        let slot = s.slot(index);
-        let len = pkt.data.len().min(s.slot_size as usize);
+        let index = if pad > 0 { 0 } else { self.w_index };
+        let head = s.header(index);
         let data = &pkt.data[..len];
         let ts = pkt.timestamp;
         let lens = ((len as u64) << 32) | u64::from(pkt.wire_len);
         let tail = (u64::from(ts.nanos()) << 32) | u64::from(pkt.link_type.0);
         match s.pref {
             Preference::FastReader => {
-                // Seqlock write: mark the slot busy before any of its words change.
-                slot[0].store(0, Ordering::Relaxed);
+                // Seqlock write: mark every slot it covers busy before any byte changes (a
+                // reader validates a packet by its first slot's sequence word; see the
+                // module docs for why that covers the slots after it).
+                for j in 0..k {
+                    s.header(index + j)[0].store(0, Ordering::Relaxed);
+                }
                 fence(Ordering::Release);
-                slot[1].store(lens, Ordering::Relaxed);
-                slot[2].store(ts.secs() as u64, Ordering::Relaxed);
-                slot[3].store(tail, Ordering::Relaxed);
+                head[1].store(lens, Ordering::Relaxed);
+                head[2].store(ts.secs() as u64, Ordering::Relaxed);
+                head[3].store(tail, Ordering::Relaxed);
                 // PERF: word-by-word relaxed stores rather than memcpy — a reader may be
                 // copying these words right now, and only atomic accesses make that defined.
-                let body = &slot[HEADER_WORDS..];
+                let body = s.data(index, len);
                 let mut chunks = data.chunks_exact(8);
                 for (word, c) in body.iter().zip(&mut chunks) {
                     let mut b = [0u8; 8];
@@ -908,27 +1084,34 @@ impl Writer {
                     b[..rest.len()].copy_from_slice(rest);
                     body[len / 8].store(u64::from_ne_bytes(b), Ordering::Relaxed);
                 }
+                for j in 1..k {
+                    s.header(index + j)[0].store(pos + u64::from(j) + 1, Ordering::Release);
+                }
             }
             Preference::SlowReader => {
-                slot[1].store(lens, Ordering::Relaxed);
-                slot[2].store(ts.secs() as u64, Ordering::Relaxed);
-                slot[3].store(tail, Ordering::Relaxed);
-                let dst = slot[HEADER_WORDS..].as_ptr() as *mut u8;
-                // SAFETY: `dst` points at this slot's data words, `slot_size >= len` bytes
-                // owned by the group and derived from a shared reference to atomics (interior
-                // mutability, so writing through it is allowed). No reader accesses these
-                // bytes now: under slow-reader preference a reader reads a slot only through
-                // an IBuf entry it has not released, and the check above (`pos − R* < slots`)
-                // proves that no reader holds the entry naming the previous packet of this
-                // slot; its reads of it happened before its `Release` of `R_i`, which we
-                // loaded with `Acquire` in `recompute_r_star`. Readers of the new packet
-                // synchronise with the `Release` stores below.
+                head[1].store(lens, Ordering::Relaxed);
+                head[2].store(ts.secs() as u64, Ordering::Relaxed);
+                head[3].store(tail, Ordering::Relaxed);
+                let dst = s.data(index, len).as_ptr() as *mut u8;
+                // SAFETY: `dst` points at the data words of slots `index .. index + k`,
+                // contiguous and at least `len` bytes, owned by the group and derived from a
+                // shared reference to atomics (interior mutability, so writing through it is
+                // allowed). No reader accesses these bytes now: under slow-reader preference a
+                // reader reads slots only through an IBuf entry it has not released, and the
+                // check above (`end − R* ≤ slots`) proves that no reader holds an entry naming
+                // a packet in any of these slots; its reads of it happened before its
+                // `Release` of `R_i`, which we loaded with `Acquire` in `recompute_r_star`.
+                // Readers of the new packet synchronise with the `Release` stores below.
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, len) };
+                for j in 1..k {
+                    s.header(index + j)[0].store(pos + u64::from(j) + 1, Ordering::Relaxed);
+                }
             }
         }
-        slot[0].store(pos + 1, Ordering::Release);
-        self.w = pos + 1;
-        self.w_index = if index + 1 == s.slots { 0 } else { index + 1 };
+        head[0].store(pos + 1, Ordering::Release);
+        self.w = end;
+        let next = index + k;
+        self.w_index = if next == s.slots { 0 } else { next };
         s.w.store(self.w, Ordering::Relaxed);
         s.copies
             .store(s.copies.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -1205,6 +1388,9 @@ pub struct Reader {
     /// Fast-reader preference: the validated copy `next` lends out.
     scratch: Vec<u8>,
     closed: bool,
+    /// Attached to another process's buffers ([`Reader::attach`]): waits on a futex the
+    /// creator wakes ([`Reader::wake_attached`]).
+    attached: bool,
 }
 
 impl fmt::Debug for Reader {
@@ -1241,6 +1427,7 @@ impl Reader {
             lost_pending: 0,
             scratch: Vec::new(),
             closed: false,
+            attached: false,
             shared,
             ibuf,
             id,
@@ -1289,11 +1476,21 @@ impl Reader {
             1 => Preference::FastReader,
             _ => return Err(err("the PBuf's buffer policy is invalid")),
         };
-        let (slots, slot_size, stride) = Group::layout(slots, slot_size);
-        let words = (slots as usize)
-            .checked_mul(stride)
-            .and_then(|n| Mem::in_region(&pbuf, HEAD, n))
-            .ok_or_else(|| err("the PBuf is shorter than its slots"))?;
+        let max_len = u32::try_from(head.max_len.load(Ordering::Relaxed))
+            .ok()
+            .filter(|&n| n >= slot_size)
+            .ok_or_else(|| err("the PBuf's largest packet is invalid"))?;
+        let l = Layout::new(slots, slot_size, max_len);
+        if l.max_len != max_len {
+            return Err(err("the PBuf's largest packet does not fit its slots"));
+        }
+        let short = || err("the PBuf is shorter than its slots");
+        let headers = Mem::in_region(&pbuf, HEAD, l.header_words()).ok_or_else(short)?;
+        let words = l
+            .header_words()
+            .checked_mul(8)
+            .and_then(|o| Mem::in_region(&pbuf, HEAD + o, l.data_words()))
+            .ok_or_else(short)?;
         let ihead: One<Padded<IbufHead>> =
             One::in_region(&ibuf, 0).ok_or_else(|| err("the IBuf is too short"))?;
         if ihead.magic.load(Ordering::Acquire) != IBUF_MAGIC {
@@ -1311,7 +1508,7 @@ impl Reader {
         if reader.magic.load(Ordering::Acquire) != CTRL_MAGIC {
             return Err(err("the control page is not a netsift reader page"));
         }
-        let group = Group::build(pref, slots, slot_size, stride, words, head);
+        let group = Group::build(pref, l, headers, words, head);
         // No writer in this process.
         group.shared.writer.store(true, Ordering::Relaxed);
         let ibuf = Arc::new(IBuf {
@@ -1321,14 +1518,16 @@ impl Reader {
             reader,
             thread: Mutex::new(None),
         });
-        Ok(Reader::new(
+        let mut reader = Reader::new(
             group.shared,
             ibuf,
             ReaderId {
                 index: 0,
                 serial: 0,
             },
-        ))
+        );
+        reader.attached = true;
+        Ok(reader)
     }
 
     /// The buffer policy of the reader's group.
@@ -1415,16 +1614,16 @@ impl Reader {
             self.lose(1);
             return Step::Lost;
         }
-        let slot = s.slot(slot_ref.index);
+        let slot = s.header(slot_ref.index);
         if frp {
             let s1 = slot[0].load(Ordering::Acquire);
             if s1 != pos + 1 {
                 self.lose(1);
                 return Step::Lost;
             }
-            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.slot_size);
-            let len = len.min(cap);
-            let words = &slot[HEADER_WORDS..HEADER_WORDS + len.div_ceil(8)];
+            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
+            let len = len.min(cap).min(s.room(slot_ref.index));
+            let words = s.data(slot_ref.index, len);
             dst.clear();
             dst.resize(words.len() * 8, 0);
             for (bytes, word) in dst.chunks_exact_mut(8).zip(words) {
@@ -1449,8 +1648,8 @@ impl Reader {
             })
         } else {
             debug_assert_eq!(slot[0].load(Ordering::Relaxed), pos + 1);
-            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.slot_size);
-            let len = len.min(cap);
+            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
+            let len = len.min(cap).min(s.room(slot_ref.index));
             self.deliver_one();
             Step::Got(Meta {
                 len,
@@ -1480,17 +1679,16 @@ impl Reader {
             .store(self.delivered, Ordering::Relaxed);
     }
 
-    /// The bytes of slot `index` under slow-reader preference.
+    /// The `len` bytes of the packet at slot `index` under slow-reader preference.
     fn slot_bytes(&self, index: u32, len: usize) -> &[u8] {
-        let slot = self.shared.slot(index);
-        let p = slot[HEADER_WORDS..].as_ptr() as *const u8;
-        // SAFETY: `p` points at the slot's data words, at least `slot_size >= len` bytes,
-        // initialised (atomics start at 0). Under slow-reader preference the writer does not
-        // write this slot while the entry naming it is unreleased: this reader releases it only
-        // in `release`, which takes `&mut self` and so cannot run while the returned borrow of
-        // `self` lives; dropping the reader (which releases the hold) cannot either. The
-        // writer's copy of the bytes happened before (its `Release` store of `W_i`, our
-        // `Acquire` load in `step`).
+        let p = self.shared.data(index, len).as_ptr() as *const u8;
+        // SAFETY: `p` points at the data words of the packet's slots, contiguous and at least
+        // `len` bytes (`len` was bounded by `room`), initialised (atomics start at 0). Under
+        // slow-reader preference the writer does not write these slots while the entry naming
+        // the packet is unreleased: this reader releases it only in `release`, which takes
+        // `&mut self` and so cannot run while the returned borrow of `self` lives; dropping
+        // the reader (which releases the hold) cannot either. The writer's copy of the bytes
+        // happened before (its `Release` store of `W_i`, our `Acquire` load in `step`).
         unsafe { std::slice::from_raw_parts(p, len) }
     }
 
@@ -1597,6 +1795,9 @@ impl Reader {
         if avail >= n || self.shared.finished() {
             return avail;
         }
+        if self.attached {
+            return self.wait_attached(n, deadline, stop);
+        }
         let ibuf = Arc::clone(&self.ibuf);
         *lock(&ibuf.thread) = Some(thread::current());
         let target = self.r + n as u64;
@@ -1628,6 +1829,68 @@ impl Reader {
         ibuf.reader.wait_target.store(0, Ordering::Relaxed);
         self.shared.sleepers.fetch_sub(1, Ordering::SeqCst);
         avail
+    }
+
+    /// [`Reader::wait_until`] for a reader of another process's buffers: announce the target
+    /// in the control page, then sleep on the futex of `W_i` (the low 32 bits of the word,
+    /// shared through the memory file) until the creator wakes us ([`Reader::wake_attached`])
+    /// or [`ATTACHED_RECHECK`] passes.
+    fn wait_attached(
+        &mut self,
+        n: usize,
+        deadline: Option<Instant>,
+        stop: Option<&AtomicBool>,
+    ) -> usize {
+        let ibuf = Arc::clone(&self.ibuf);
+        let target = self.r + n as u64;
+        let avail = loop {
+            ibuf.reader.wait_target.store(target, Ordering::SeqCst);
+            // Pairs with the creator's fence in `wake_attached`: either it sees the target or
+            // we see its `W_i`.
+            fence(Ordering::SeqCst);
+            let w = ibuf.writer.w.load(Ordering::Acquire);
+            let finished = self.shared.finished();
+            let avail = self.available();
+            if avail >= n || finished || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+                break avail;
+            }
+            let mut nap = ATTACHED_RECHECK;
+            if let Some(d) = deadline {
+                let now = Instant::now();
+                if now >= d {
+                    break avail;
+                }
+                nap = nap.min(d - now);
+            }
+            futex_wait(&ibuf.writer.w, w as u32, nap);
+        };
+        ibuf.reader.wait_target.store(0, Ordering::Relaxed);
+        avail
+    }
+
+    /// On the creator's side of a reader another process attached to: wake that process if it
+    /// waits ([`Reader::wait_for`]) and what it waits for has arrived — or, with `force`,
+    /// whatever it waits for (the input ended). One load when nobody waits; call it after a
+    /// batch of packets, not per packet. Returns whether a wake-up was sent.
+    pub fn wake_attached(&self, force: bool) -> bool {
+        // Pairs with the waiter's fence: our `W_i` store (before this call) or its target.
+        fence(Ordering::SeqCst);
+        let rs = &self.ibuf.reader;
+        let target = rs.wait_target.load(Ordering::Relaxed);
+        if target == 0 {
+            return false;
+        }
+        let w = self.ibuf.writer.w.load(Ordering::Relaxed);
+        if (w >= target || force)
+            && rs
+                .wait_target
+                .compare_exchange(target, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            futex_wake(&self.ibuf.writer.w);
+            return true;
+        }
+        false
     }
 
     /// A non-blocking iterator over the packets available now, copied out; it releases them
@@ -1959,6 +2222,49 @@ mod tests {
     }
 
     #[test]
+    fn futex_wake_crosses_mappings_and_attached_readers_are_woken() {
+        let g = Group::new_shared(8, 64, Preference::SlowReader).unwrap();
+        let (id, creator) = g.try_add_reader(8).unwrap();
+        // The futex itself: a waiter on the read-only mapping (another address) is woken
+        // through the creator's mapping long before its 5 s timeout.
+        let client = attach_like_a_client(&creator);
+        let t = Instant::now();
+        let waiter = thread::spawn(move || {
+            let w = &client.ibuf.writer.w;
+            futex_wait(w, w.load(Ordering::Relaxed) as u32, Duration::from_secs(5));
+            client
+        });
+        let mut client = loop {
+            thread::sleep(Duration::from_millis(20));
+            futex_wake(&creator.ibuf.writer.w);
+            if waiter.is_finished() {
+                break waiter.join().unwrap();
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(4),
+                "the wake-up never arrived"
+            );
+        };
+        // The protocol: the attached reader announces its target; the creator wakes it once
+        // the packet is there.
+        assert!(!creator.wake_attached(false), "nobody waits yet");
+        let waiter = thread::spawn(move || {
+            let n = client.wait_for(1, Duration::from_secs(10));
+            (n, client)
+        });
+        while creator.ibuf.reader.wait_target.load(Ordering::SeqCst) == 0 {
+            thread::yield_now();
+        }
+        let mut w = g.writer().unwrap();
+        w.write(&pkt(&payload(1)), &[(id, 0)]).unwrap();
+        let woke = creator.wake_attached(false);
+        let (n, mut client) = waiter.join().unwrap();
+        assert_eq!(n, 1);
+        assert!(woke || creator.ibuf.reader.wait_target.load(Ordering::SeqCst) == 0);
+        assert_eq!(check(client.next().unwrap().data, 256), Some(1));
+    }
+
+    #[test]
     fn a_lying_reader_cannot_break_the_writer() {
         let g = Group::new_shared(4, 64, Preference::SlowReader).unwrap();
         let (a, ra) = g.try_add_reader(4).unwrap();
@@ -2236,13 +2542,13 @@ mod tests {
     /// the packet that was read.
     fn assert_held(r: &Reader, batch: &[(SlotRef, u64)]) {
         for &(slot, seq) in batch {
-            let words = r.shared.slot(slot.index());
+            let words = r.shared.header(slot.index());
             assert_eq!(
                 words[0].load(Ordering::Acquire),
                 slot.seq() + 1,
                 "overwritten"
             );
-            let (len, ..) = decode_header(words, r.shared.slot_size);
+            let (len, ..) = decode_header(words, r.shared.max_len);
             assert_eq!(check(r.slot_bytes(slot.index(), len), 256), Some(seq));
         }
     }
@@ -2358,7 +2664,10 @@ mod tests {
 
     fn frp_torn(k: u64) {
         // Four slots: the writer laps the reader constantly, often mid-copy.
-        let g = Group::new(4, 256, Preference::FastReader);
+        frp_torn_on(Group::new(4, 256, Preference::FastReader), k);
+    }
+
+    fn frp_torn_on(g: Group, k: u64) {
         let (id, mut r) = g.add_reader(k as usize);
         let mut w = g.writer().unwrap();
         for i in 0..16 {
@@ -2412,6 +2721,94 @@ mod tests {
     #[test]
     fn frp_overwrite_during_read_is_detected() {
         frp_torn(20_000);
+    }
+
+    #[test]
+    fn frp_overwrite_of_spanning_packets_is_detected() {
+        // 16 slots of 32 bytes: packets of 16 ..= 215 bytes take 1 to 7 slots, the writer laps
+        // the reader constantly and overwrites the middle of packets being copied.
+        let g = Group::create(16, 32, 256, Preference::FastReader, false).unwrap();
+        assert_eq!(g.max_len(), 256);
+        frp_torn_on(g, 20_000);
+    }
+
+    #[test]
+    fn srp_spanning_packets_with_a_reader_thread() {
+        let k = 20_000u64;
+        let g = Group::create(32, 32, 256, Preference::SlowReader, false).unwrap();
+        let (id, mut r) = g.add_reader(32);
+        let mut w = g.writer().unwrap();
+        let t = thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !r.is_finished() {
+                while let Some(d) = r.next() {
+                    // Borrowed in place: the writer must not touch any of its slots now.
+                    let seq = check(d.data, usize::MAX).expect("a held packet was overwritten");
+                    seen.push(seq);
+                    if seq % 5 == 0 {
+                        dawdle(500);
+                    }
+                }
+                r.release();
+                r.wait_for(1, Duration::from_secs(60));
+            }
+            (seen, r)
+        });
+        for i in 0..k {
+            w.write(&pkt(&payload(i)), &[(id, 0)]);
+        }
+        drop(w);
+        let (seen, r) = t.join().unwrap();
+        assert!(seen.windows(2).all(|p| p[0] < p[1]), "out of order");
+        let st = r.stats();
+        assert_eq!(st.delivered, seen.len() as u64);
+        assert_eq!(st.delivered + st.dropped, k);
+        assert!(st.delivered > 0);
+    }
+
+    #[test]
+    fn spanning_packets_are_stored_whole() {
+        for shared in [false, true] {
+            // 64 slots of 32 bytes (max_len 256, half the ring); readers in batches.
+            let g = Group::create(64, 32, 1000, Preference::SlowReader, shared).unwrap();
+            assert_eq!(g.max_len(), 1000);
+            let capped = Group::create(64, 32, 5000, Preference::SlowReader, false).unwrap();
+            assert_eq!(capped.max_len(), 1024, "at most half the ring");
+            let (id, r) = g.try_add_reader(64).unwrap();
+            let mut r = if shared { attach_like_a_client(&r) } else { r };
+            let mut w = g.writer().unwrap();
+            let (mut got, mut written) = (Vec::new(), 0u64);
+            for i in 0..3000u64 {
+                if w.write(&pkt(&payload(i)), &[(id, i as u32)]).is_some() {
+                    written += 1;
+                }
+                if i % 7 == 6 {
+                    while let Some(d) = r.next() {
+                        let seq = check(d.data, usize::MAX).expect("intact");
+                        assert_eq!(d.result as u64, seq);
+                        assert_eq!(d.wire_len as usize, len_of(seq));
+                        got.push(seq);
+                    }
+                    r.release();
+                }
+            }
+            while let Some(d) = r.next() {
+                got.push(check(d.data, usize::MAX).expect("intact"));
+            }
+            r.release();
+            let st = g.reader_stats(id).unwrap();
+            assert_eq!(st.delivered + st.dropped, 3000, "{st:?}");
+            assert_eq!(got.len() as u64, written);
+            assert!(got.windows(2).all(|p| p[0] < p[1]));
+            assert!(
+                written > 2000,
+                "{written}: dense slots hold ~10 packets of ~120 bytes"
+            );
+            // Longer than max_len: cut.
+            let long = vec![7u8; 5000];
+            w.write(&pkt(&long), &[(id, 0)]).unwrap();
+            assert_eq!(r.next().unwrap().data.len(), 1000);
+        }
     }
 
     #[test]

@@ -94,6 +94,26 @@ pub trait Source: Send {
             None => Polled::End,
         })
     }
+
+    /// Hand up to `max` packets to `f` (bytes, wire length, time stamp) straight from the
+    /// source's own memory — no copy — waiting up to the source's poll interval for the first;
+    /// `Some(Ok(n))` says how many. `None`: this source cannot lend packets (the capture loop
+    /// then takes them one by one with [`Source::poll_packet`]), which is the default.
+    fn poll_borrowed(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp),
+    ) -> Option<Result<usize, String>> {
+        let _ = (max, f);
+        None
+    }
+
+    /// The capture loop is done with `packet` (one this source made): a source that copies
+    /// packets may keep its buffer for the next one instead of allocating per packet. The
+    /// default drops it.
+    fn recycle(&mut self, packet: Packet) {
+        drop(packet);
+    }
 }
 
 /// What a class makes.

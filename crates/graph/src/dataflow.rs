@@ -320,6 +320,34 @@ impl Dataflow {
         }
     }
 
+    /// Take source `id`'s instance out, to let it hand packets straight to the capture loop
+    /// ([`Source::poll_borrowed`]); [`Dataflow::restore_source`] puts it back. `None` if `id`
+    /// is not a source with input left.
+    pub fn take_source(&mut self, id: NodeId) -> Option<Box<dyn Source>> {
+        match &mut self.nodes.get_mut(id)?.as_mut()?.body {
+            Body::Source(s) => s.take(),
+            Body::Filter(_) => None,
+        }
+    }
+
+    /// Put back a source taken with [`Dataflow::take_source`], which made `made` packets.
+    pub fn restore_source(&mut self, id: NodeId, src: Box<dyn Source>, made: u64) {
+        if let Some(Some(n)) = self.nodes.get_mut(id) {
+            n.body = Body::Source(Some(src));
+            n.passed += made;
+        }
+    }
+
+    /// Hand `packet`, taken from source `id` with [`Dataflow::next_from`], back to it (it may
+    /// reuse the buffer).
+    pub fn recycle(&mut self, id: NodeId, packet: Packet) {
+        if let Some(Some(n)) = self.nodes.get_mut(id)
+            && let Body::Source(Some(src)) = &mut n.body
+        {
+            src.recycle(packet);
+        }
+    }
+
     /// The sources with input left.
     pub fn live_sources(&self) -> Vec<NodeId> {
         self.nodes()

@@ -64,8 +64,12 @@ pub struct FlowOptions {
     pub preference: Preference,
     /// PBuf slots of the group (taken from the group's first flow).
     pub slots: u32,
-    /// Bytes per PBuf slot (packets are cut to it).
+    /// Bytes per PBuf slot (taken from the group's first flow).
     pub slot_size: u32,
+    /// The longest packet the group stores (taken from the group's first flow): 0 cuts
+    /// packets to one slot; more lets a long packet span consecutive slots
+    /// ([`Group::create`]).
+    pub max_packet: u32,
     /// IBuf entries of the flow.
     pub ibuf: usize,
     /// The flow's callback period in packets, if it asks for callbacks (checked by the policy).
@@ -83,6 +87,7 @@ impl Default for FlowOptions {
             preference: Preference::SlowReader,
             slots: 4096,
             slot_size: 2048,
+            max_packet: 0,
             ibuf: 4096,
             callback_every: None,
             default_source: None,
@@ -347,13 +352,16 @@ impl Runtime {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
                 let (slots, slot_size) = (flow.opts.slots.max(1), flow.opts.slot_size.max(64));
-                let group = if self.shared_memory {
-                    Group::new_shared(slots, slot_size, flow.opts.preference).map_err(|e| {
-                        FlowError::new(format!("cannot create the group's packet buffer: {e}"))
-                    })?
-                } else {
-                    Group::new(slots, slot_size, flow.opts.preference)
-                };
+                let group = Group::create(
+                    slots,
+                    slot_size,
+                    flow.opts.max_packet.max(slot_size),
+                    flow.opts.preference,
+                    self.shared_memory,
+                )
+                .map_err(|e| {
+                    FlowError::new(format!("cannot create the group's packet buffer: {e}"))
+                })?;
                 let writer = group
                     .writer()
                     .ok_or_else(|| FlowError::new("the group already has a writer"))?;
@@ -510,6 +518,7 @@ impl Runtime {
                     self.cursor = (self.cursor + k + 1) % n;
                     self.sources = Some((generation, sources));
                     self.push(src, &p);
+                    self.graph.recycle(src, p);
                     return Ok(true);
                 }
                 Ok(None) => continue,
@@ -520,6 +529,48 @@ impl Runtime {
             }
         }
         Ok(!self.graph.live_sources().is_empty())
+    }
+
+    /// Process up to about `max` packets from the next source with input (round robin): a
+    /// source that can lend its packets ([`crate::Source::poll_borrowed`], the `device` class)
+    /// hands them over straight from its ring, without a copy; others are taken one by one as
+    /// [`Runtime::step`] does, stopping early when they idle. `Ok(false)` when every source has
+    /// ended.
+    pub fn step_batch(&mut self, max: usize) -> Result<bool, FlowError> {
+        let generation = self.graph.generation();
+        let sources = match self.sources.take() {
+            Some((g, s)) if g == generation => s,
+            _ => self.graph.live_sources(),
+        };
+        if sources.is_empty() {
+            self.sources = Some((generation, sources));
+            return Ok(false);
+        }
+        let src = sources[self.cursor % sources.len()];
+        self.cursor = (self.cursor + 1) % sources.len();
+        self.sources = Some((generation, sources));
+        let Some(mut s) = self.graph.take_source(src) else {
+            return Ok(true);
+        };
+        let mut made = 0u64;
+        let lent = s.poll_borrowed(max, &mut |data, wire_len, timestamp| {
+            made += 1;
+            self.push_data(src, data, wire_len, timestamp);
+        });
+        self.graph.restore_source(src, s, made);
+        match lent {
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(FlowError::new(e)),
+            None => {
+                for _ in 0..max {
+                    let before = self.stats.packets;
+                    if !self.step()? || self.stats.packets == before {
+                        break;
+                    }
+                }
+                Ok(!self.graph.live_sources().is_empty())
+            }
+        }
     }
 
     /// Rebuild the delivery plan from the flows.
@@ -543,15 +594,26 @@ impl Runtime {
 
     /// Push `packet`, made by source node `src`, through the graph and deliver it.
     pub fn push(&mut self, src: NodeId, packet: &Packet) {
+        self.push_data(src, &packet.data, packet.wire_len, packet.timestamp);
+    }
+
+    /// [`Runtime::push`] of a packet's parts (borrowed from wherever the source keeps them).
+    pub fn push_data(
+        &mut self,
+        src: NodeId,
+        data: &[u8],
+        wire_len: u32,
+        timestamp: netsift_capture::Timestamp,
+    ) {
         self.stats.packets += 1;
         let lt = self
             .graph
             .node(src)
             .map_or(LinkType::ETHERNET, |n| n.link_type);
         let pkt = Pkt {
-            data: &packet.data,
-            wire_len: packet.wire_len,
-            timestamp: packet.timestamp,
+            data,
+            wire_len,
+            timestamp,
             link_type: lt,
         };
         self.graph.process(src, &pkt);

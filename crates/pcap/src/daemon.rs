@@ -24,9 +24,12 @@ pub(crate) const DIRECT_ENV: &str = "NETSIFT_PCAP_DIRECT";
 
 /// libpcap's default capture buffer (2 MiB), used when `pcap_set_buffer_size` was not called.
 const DEFAULT_BUFFER: u64 = 2 << 20;
-/// The fewest PBuf slots (and IBuf entries) a flow asks for.
-const MIN_SLOTS: u64 = 256;
-/// The smallest and largest slot.
+/// The fewest PBuf slots (and IBuf entries) a flow asks for: the daemon's capture loop hands
+/// packets over in bursts (a TPACKET_V3 block at a time), which the buffer must absorb.
+const MIN_SLOTS: u64 = 4096;
+/// The bytes of a PBuf slot (a longer packet takes several).
+const SLOT: u32 = 256;
+/// The smallest and largest packet kept (the snapshot length's range).
 const MIN_SLOT: u32 = 64;
 const MAX_SLOT: u32 = 262_144;
 /// How often an idle reader asks the daemon whether the flow is still there.
@@ -94,23 +97,29 @@ pub(crate) fn graph_text(device: &str, expr: Option<&str>) -> String {
     }
 }
 
-/// The buffering a handle asks for: slots of the snapshot length (64 ..= 262144 bytes), as many
-/// as the buffer size holds (libpcap's 2 MiB by default), at least 256.
+/// The buffering a handle asks for: slots of [`SLOT`] bytes, as many as the buffer size holds
+/// (libpcap's 2 MiB by default), at least [`MIN_SLOTS`]; packets up to the snapshot length
+/// (64 ..= 262144 bytes) stored whole, a long one across consecutive slots — so small packets
+/// lie densely in the daemon's buffer, as in the kernel's TPACKET_V3 blocks.
 pub(crate) fn open_options(snaplen: i32, buffer_size: i32) -> OpenOptions {
-    let slot = u32::try_from(snaplen)
+    let max = u32::try_from(snaplen)
         .unwrap_or(MAX_SLOT)
         .clamp(MIN_SLOT, MAX_SLOT);
+    let slot = SLOT.min(max);
     let buffer = u64::try_from(buffer_size)
         .ok()
         .filter(|b| *b > 0)
         .unwrap_or(DEFAULT_BUFFER);
     let most = netsift_daemon::proto::MAX_PBUF_BYTES / u64::from(slot);
-    let slots = (buffer / u64::from(slot)).max(MIN_SLOTS).min(most);
+    // At least two of the longest packet (the daemon caps it at half the ring).
+    let least = (2 * u64::from(max.div_ceil(slot))).max(MIN_SLOTS);
+    let slots = (buffer / u64::from(slot)).max(least).min(most);
     let slots = u32::try_from(slots).unwrap_or(u32::MAX);
     OpenOptions {
         preference: Preference::SlowReader,
         slots,
         slot_size: slot,
+        max_packet: max,
         ibuf: slots.min(netsift_daemon::proto::MAX_IBUF),
         callback_every: None,
     }
@@ -273,15 +282,21 @@ mod tests {
 
     #[test]
     fn buffering_follows_snaplen_and_buffer_size() {
+        // tcpdump's defaults: 2 MiB of 256-byte slots, packets up to 262144 bytes whole.
         let o = open_options(262_144, 0);
-        assert_eq!((o.slot_size, o.slots, o.ibuf), (262_144, 256, 256));
+        assert_eq!(
+            (o.slot_size, o.max_packet, o.slots, o.ibuf),
+            (256, 262_144, 8192, 8192)
+        );
+        // -B 8192: 8 MiB.
+        assert_eq!(open_options(262_144, 8 << 20).slots, 32768);
         let o = open_options(1500, 0);
-        assert_eq!((o.slot_size, o.slots), (1500, 1398));
+        assert_eq!((o.slot_size, o.max_packet, o.slots), (256, 1500, 8192));
         let o = open_options(10, 1 << 20);
-        assert_eq!((o.slot_size, o.slots), (64, 16384));
+        assert_eq!((o.slot_size, o.max_packet, o.slots), (64, 64, 16384));
         let o = open_options(-1, i32::MAX);
-        assert_eq!(o.slot_size, 262_144);
-        assert!(u64::from(o.slots) * 262_144 <= netsift_daemon::proto::MAX_PBUF_BYTES);
+        assert_eq!((o.slot_size, o.max_packet), (256, 262_144));
+        assert!(u64::from(o.slots) * 256 <= netsift_daemon::proto::MAX_PBUF_BYTES);
     }
 
     #[test]

@@ -31,6 +31,11 @@ struct Args {
     verbose: bool,
 }
 
+/// mimalloc: the device source copies each frame out of the kernel's ring into a buffer of its
+/// own, so the capture loop allocates and frees once per packet.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {

@@ -217,6 +217,7 @@ fn open_device(name: &str) -> Result<Instance, String> {
     Ok(Instance::Source(Box::new(DeviceSource {
         src,
         queue: VecDeque::new(),
+        spare: Vec::new(),
     })))
 }
 
@@ -227,12 +228,19 @@ fn open_device(name: &str) -> Result<Instance, String> {
     ))
 }
 
-/// A `device` source: packets of an `AF_PACKET` ring, copied out in batches.
+/// A `device` source: packets of an `AF_PACKET` ring, copied out in batches into buffers that
+/// the capture loop hands back ([`Source::recycle`]), so a steady capture allocates nothing.
 #[cfg(target_os = "linux")]
 pub struct DeviceSource {
     src: netsift_capture::live::AfPacket,
     queue: VecDeque<Packet>,
+    /// Buffers of packets the capture loop is done with.
+    spare: Vec<Vec<u8>>,
 }
+
+/// The most spare buffers a device source keeps (a 1 MiB block of small frames).
+#[cfg(target_os = "linux")]
+const SPARE: usize = 16_384;
 
 #[cfg(target_os = "linux")]
 impl std::fmt::Debug for DeviceSource {
@@ -245,6 +253,33 @@ impl std::fmt::Debug for DeviceSource {
 }
 
 #[cfg(target_os = "linux")]
+impl DeviceSource {
+    /// Copy the next batch of the ring into the queue (waiting up to 100 ms for one).
+    fn fill(&mut self) -> Result<(), String> {
+        use netsift_capture::live::{Flow, Source as _};
+        // PERF: one copy per packet out of the ring (into a recycled buffer); the runtime
+        // copies into the PBuf again.
+        let (queue, spare) = (&mut self.queue, &mut self.spare);
+        self.src
+            .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
+                let mut data = spare.pop().unwrap_or_default();
+                data.clear();
+                data.extend_from_slice(p.data);
+                queue.push_back(Packet {
+                    data,
+                    wire_len: p.wire_len,
+                    timestamp: p.timestamp,
+                    link_type: p.link_type,
+                    interface: p.interface,
+                });
+                Flow::Continue
+            })
+            .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
 impl Source for DeviceSource {
     fn link_type(&self) -> LinkType {
         use netsift_capture::live::Source as _;
@@ -252,32 +287,55 @@ impl Source for DeviceSource {
     }
 
     fn next_packet(&mut self) -> Result<Option<Packet>, String> {
-        use netsift_capture::live::{Flow, Source as _};
-        // PERF: one copy per packet out of the ring; the runtime copies into the PBuf again.
         while self.queue.is_empty() {
-            let queue = &mut self.queue;
-            self.src
-                .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
-                    queue.push_back(p.to_owned());
-                    Flow::Continue
-                })
-                .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
+            self.fill()?;
         }
         Ok(self.queue.pop_front())
     }
 
     fn poll_packet(&mut self) -> Result<Polled, String> {
-        use netsift_capture::live::{Flow, Source as _};
         if self.queue.is_empty() {
-            let queue = &mut self.queue;
-            self.src
-                .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
-                    queue.push_back(p.to_owned());
-                    Flow::Continue
-                })
-                .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
+            self.fill()?;
         }
         Ok(self.queue.pop_front().map_or(Polled::Idle, Polled::Packet))
+    }
+
+    fn recycle(&mut self, packet: Packet) {
+        if self.spare.len() < SPARE {
+            self.spare.push(packet.data);
+        }
+    }
+
+    fn poll_borrowed(
+        &mut self,
+        max: usize,
+        f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp),
+    ) -> Option<Result<usize, String>> {
+        use netsift_capture::live::{Flow, Source as _};
+        // Packets copied out earlier (by `poll_packet`) go first, in order.
+        let mut n = 0;
+        while n < max {
+            let Some(p) = self.queue.pop_front() else {
+                break;
+            };
+            f(&p.data, p.wire_len, p.timestamp);
+            n += 1;
+            self.recycle(p);
+        }
+        if n > 0 || max == 0 {
+            return Some(Ok(n));
+        }
+        let r = self
+            .src
+            .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
+                f(p.data, p.wire_len, p.timestamp);
+                n += 1;
+                if n >= max { Flow::Stop } else { Flow::Continue }
+            });
+        Some(
+            r.map(|_| n)
+                .map_err(|e| format!("device {}: {e}", self.src.describe())),
+        )
     }
 }
 
