@@ -98,7 +98,13 @@ impl Dumper {
         } else {
             frac * 1000
         };
-        let ts = Timestamp::from_nanos(i128::from(hdr.ts.tv_sec) * 1_000_000_000 + nanos);
+        // PERF: the usual in-range fraction needs no 128-bit division (it was 6% of a
+        // capture's time through netsiftd).
+        let ts = if (0..1_000_000_000).contains(&nanos) {
+            Timestamp::new(i64::from(hdr.ts.tv_sec), nanos as u32)
+        } else {
+            Timestamp::from_nanos(i128::from(hdr.ts.tv_sec) * 1_000_000_000 + nanos)
+        };
         let lt = self.writer.link_type();
         let mut p = PacketRef::new(data, ts, lt);
         p.wire_len = hdr.len;
