@@ -290,13 +290,7 @@ struct App {
     argv: Vec<String>,
 }
 
-fn measure(
-    lab: &Lab,
-    app: &App,
-    via: &Via<'_>,
-    apps: usize,
-    cfg: &Config,
-) -> Result<Run, String> {
+fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Result<Run, String> {
     let daemon0 = match via {
         Via::Daemon { pid, .. } => process_seconds(*pid)?,
         _ => 0.0,

@@ -1553,7 +1553,7 @@ impl Reader {
     /// Entries appended and not read yet (as of now; under fast-reader preference at most the
     /// IBuf capacity, some of which may turn out overwritten).
     pub fn available(&mut self) -> usize {
-        self.w_cache = self.ibuf.writer.w.load(Ordering::Acquire);
+        self.w_cache = self.load_w();
         (self.w_cache - self.r).min(self.ibuf.cap()) as usize
     }
 
@@ -1563,27 +1563,36 @@ impl Reader {
         self.shared.finished() && self.available() == 0
     }
 
+    /// `W_i`, never behind this reader's cursor (a writer in another process is not trusted to
+    /// keep that).
+    #[inline]
+    fn load_w(&self) -> u64 {
+        self.ibuf.writer.w.load(Ordering::Acquire).max(self.r)
+    }
+
     /// Read one entry; under fast-reader preference copy its bytes into `dst`.
     #[inline]
     fn step(&mut self, dst: &mut Vec<u8>) -> Step {
         if self.r == self.w_cache {
-            self.w_cache = self.ibuf.writer.w.load(Ordering::Acquire);
+            self.w_cache = self.load_w();
             if self.r == self.w_cache {
                 return Step::Empty;
             }
         }
         let cap = self.ibuf.cap();
         let frp = self.shared.pref == Preference::FastReader;
-        if frp && self.w_cache - self.r > cap {
+        // Under slow-reader preference a writer that keeps the protocol never gets here; one in
+        // another process is not trusted to, and a reader must not walk 2^64 entries.
+        if self.w_cache - self.r > cap {
             // Fell more than a ring behind: skip to the oldest entry still there.
             let skip = self.w_cache - cap - self.r;
             self.lose(skip);
-            self.r += skip;
+            self.r = self.r.wrapping_add(skip);
             self.r_index = (self.r % cap) as usize;
         }
         let pos_r = self.r;
         let e = &self.ibuf.entries[self.r_index];
-        self.r += 1;
+        self.r = self.r.wrapping_add(1);
         self.r_index = if self.r_index + 1 == cap as usize {
             0
         } else {
@@ -1596,10 +1605,10 @@ impl Reader {
         if frp {
             fence(Ordering::Acquire);
             let t2 = e.tag.load(Ordering::Relaxed);
-            if t1 != pos_r + 1 || t2 != t1 {
+            if t1 != pos_r.wrapping_add(1) || t2 != t1 {
                 self.lose(1);
                 // The writer lapped us: look where it is now, to skip ahead in one step.
-                self.w_cache = self.ibuf.writer.w.load(Ordering::Acquire);
+                self.w_cache = self.load_w();
                 return Step::Lost;
             }
         }
@@ -1617,7 +1626,7 @@ impl Reader {
         let slot = s.header(slot_ref.index);
         if frp {
             let s1 = slot[0].load(Ordering::Acquire);
-            if s1 != pos + 1 {
+            if s1 != pos.wrapping_add(1) {
                 self.lose(1);
                 return Step::Lost;
             }
@@ -1647,7 +1656,12 @@ impl Reader {
                 slot: slot_ref,
             })
         } else {
-            debug_assert_eq!(slot[0].load(Ordering::Relaxed), pos + 1);
+            // Always so with a writer that keeps the protocol; a reader of another process's
+            // buffers does not take that on trust.
+            if slot[0].load(Ordering::Relaxed) != pos.wrapping_add(1) {
+                self.lose(1);
+                return Step::Lost;
+            }
             let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
             let len = len.min(cap).min(s.room(slot_ref.index));
             self.deliver_one();
@@ -1663,8 +1677,9 @@ impl Reader {
     }
 
     fn lose(&mut self, n: u64) {
-        self.overwritten += n;
-        self.lost_pending += n;
+        // Wrapping: the counters start from the control page, which another process writes.
+        self.overwritten = self.overwritten.wrapping_add(n);
+        self.lost_pending = self.lost_pending.wrapping_add(n);
         self.ibuf
             .reader
             .overwritten
@@ -1672,7 +1687,7 @@ impl Reader {
     }
 
     fn deliver_one(&mut self) {
-        self.delivered += 1;
+        self.delivered = self.delivered.wrapping_add(1);
         self.ibuf
             .reader
             .delivered

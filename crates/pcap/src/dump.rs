@@ -100,8 +100,10 @@ impl Dumper {
         };
         // PERF: the usual in-range fraction needs no 128-bit division (it was 6% of a
         // capture's time through netsiftd).
+        #[allow(clippy::useless_conversion)] // time_t is not i64 everywhere
+        let secs = i64::from(hdr.ts.tv_sec);
         let ts = if (0..1_000_000_000).contains(&nanos) {
-            Timestamp::new(i64::from(hdr.ts.tv_sec), nanos as u32)
+            Timestamp::new(secs, nanos as u32)
         } else {
             Timestamp::from_nanos(i128::from(hdr.ts.tv_sec) * 1_000_000_000 + nanos)
         };

@@ -719,3 +719,108 @@ pub fn graph_parse(data: &[u8]) {
         }
     }
 }
+
+/// What netsiftd and its applications read from each other: requests and replies (text) and
+/// shared-memory buffers. Messages: parsing never panics, and a parsed request encodes to text
+/// that parses back to the same request. Buffers: `data` laid into a PBuf, an IBuf and a
+/// control page (with valid magic words and small sizes taken from `data`, so that the layout
+/// checks pass and the bytes behind them are arbitrary) is attached and read until it gives
+/// nothing more, without a panic and without reading outside the mappings.
+pub fn daemon_proto(data: &[u8]) {
+    use netsift_daemon::proto::{Reply, Request};
+    match Request::parse(data) {
+        Ok(r) => assert_eq!(Request::parse(r.encode().as_bytes()), Ok(r)),
+        Err(e) => {
+            let _ = e.to_string();
+        }
+    }
+    let _ = Reply::parse(data);
+    daemon_shm(data);
+}
+
+fn daemon_shm(data: &[u8]) {
+    use netsift_graph::buffer::Reader;
+    use netsift_graph::shm::{Mem, Region};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    if data.len() < 16 {
+        return;
+    }
+    let byte = |i: usize| u64::from(data[i % data.len()]);
+    let word = |i: usize| -> u64 { (0..8).fold(0u64, |w, k| w | byte(i * 8 + k) << (8 * k)) };
+    // A memory file of `words` words: `data` cycled from `from`, then `set` words on top; the
+    // returned mapping is a second one (the first is dropped), as another process would have.
+    let region = |words: usize, from: usize, set: &[(usize, u64)]| -> Option<Region> {
+        let r = Arc::new(Region::create("netsift-fuzz", words * 8).ok()?);
+        let m: Mem<AtomicU64> = Mem::in_region(&r, 0, words)?;
+        for (i, w) in m.iter().enumerate() {
+            w.store(word(from + i), Ordering::Relaxed);
+        }
+        for &(i, v) in set {
+            m.get(i)?.store(v, Ordering::Relaxed);
+        }
+        Region::map(r.fd().try_clone_to_owned().ok()?, true).ok()
+    };
+    let slots = 1 + byte(0) % 32;
+    let slot_size = 1 + byte(1) * 3;
+    let slot_bytes = slot_size.div_ceil(8) * 8;
+    let max_len = slot_size + byte(2) % 3 * slot_bytes;
+    let pbuf_words = 16 + slots * 4 + slots * slot_bytes / 8;
+    let Some(pbuf) = region(
+        pbuf_words as usize,
+        3,
+        &[
+            (0, u64::from_le_bytes(*b"nsPBUF01")),
+            (1, byte(3) % 3),
+            (2, slots),
+            (3, slot_size),
+            (4, max_len),
+            (5, byte(4) % 2),
+        ],
+    ) else {
+        return;
+    };
+    let entries = 1 + byte(5) % 16;
+    let Some(ibuf) = region(
+        (32 + entries * 4) as usize,
+        7,
+        &[
+            (0, u64::from_le_bytes(*b"nsIBUF01")),
+            (1, entries),
+            // W_i: near the entries, or anything.
+            (
+                16,
+                if byte(6) % 2 == 0 {
+                    byte(7) % 40
+                } else {
+                    word(9)
+                },
+            ),
+        ],
+    ) else {
+        return;
+    };
+    let Some(ctrl) = region(
+        16,
+        11,
+        &[(0, byte(8) % 40), (4, u64::from_le_bytes(*b"nsCTRL01"))],
+    ) else {
+        return;
+    };
+    let Ok(mut r) = Reader::attach(pbuf, ibuf, ctrl) else {
+        return;
+    };
+    let _ = r.available();
+    for _ in 0..64 {
+        match r.next() {
+            Some(p) => {
+                let _ = p.data.iter().map(|&b| u64::from(b)).sum::<u64>();
+            }
+            None => break,
+        }
+    }
+    r.release();
+    let _ = r.next_owned();
+    let _ = r.is_finished();
+    let _ = r.stats();
+}

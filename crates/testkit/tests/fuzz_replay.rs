@@ -372,3 +372,33 @@ fn graph_parse_on_graphs_and_mutations() {
         fuzz::graph_parse(&input);
     }
 }
+
+#[test]
+fn daemon_proto_on_messages_buffers_and_mutations() {
+    let mut rng = Rng::new(31);
+    let inputs: [&[u8]; 4] = [
+        b"open pref=fast slots=8 slot_size=128 ibuf=16 max=4096 callback=100\n(device,\"veth0\") -> (bpf,\"udp\")",
+        b"close 3",
+        b"ok flow=3 link=1 mbufs=2:8",
+        b"err\n(gen,1,10) -> (bpf,\"tcp port\")\n                ^",
+    ];
+    for bytes in inputs {
+        fuzz::daemon_proto(bytes);
+        for _ in 0..300 {
+            let mut m = bytes.to_vec();
+            let at = rng.below(m.len() as u64) as usize;
+            m[at] = rng.below(256) as u8;
+            fuzz::daemon_proto(&m);
+            fuzz::daemon_proto(&m[..at]);
+        }
+    }
+    // Random buffers: every size and byte pattern the layout allows.
+    for _ in 0..3000 {
+        let n = 16 + rng.below(300) as usize;
+        let data: Vec<u8> = (0..n).map(|_| rng.below(256) as u8).collect();
+        fuzz::daemon_proto(&data);
+    }
+    for input in stored_inputs("daemon_proto") {
+        fuzz::daemon_proto(&input);
+    }
+}
