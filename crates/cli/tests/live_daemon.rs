@@ -11,8 +11,8 @@
 //! killed (SIGKILL): the daemon closes its flow and frees its group's buffers (its memory files
 //! and mappings go), and the other two keep receiving exactly their packets of a second round.
 //!
-//! Needs root, iproute2 and tcpdump (`scripts/test` installs them), and `netsiftd` and
-//! netsift's `libpcap.so` built next to `netsift` (a workspace build does both).
+//! Needs root, iproute2 and tcpdump (`scripts/test` installs them); builds `netsiftd` and
+//! netsift's `libpcap.so` (release) itself.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -27,15 +27,43 @@ use netsift_testkit::oracle;
 mod common;
 use common::{BIN, frames, lab, send, tmp};
 
-/// A built artefact next to the `netsift` binary, or a clear failure.
-fn beside_netsift(name: &str, build: &str) -> PathBuf {
-    let p = Path::new(BIN).with_file_name(name);
+/// `netsiftd` and netsift's `libpcap.so`, built (release) for this test: `cargo test` builds
+/// the binaries of the package it tests, but does not refresh a cdylib's copy in the target
+/// directory — a stale library there would quietly capture without the daemon.
+fn built() -> (PathBuf, PathBuf) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "netsift-pcap",
+            "-p",
+            "netsift-daemon",
+        ])
+        .status()
+        .expect("run cargo to build netsiftd and the libpcap library");
     assert!(
-        p.exists(),
-        "{} is missing: build it first ({build})",
-        p.display()
+        status.success(),
+        "cargo build --release -p netsift-pcap -p netsift-daemon failed"
     );
-    p
+    let (daemon, so) = (
+        target.join("release/netsiftd"),
+        target.join("release/libpcap.so"),
+    );
+    assert!(
+        daemon.is_file() && so.is_file(),
+        "{} or {} missing",
+        daemon.display(),
+        so.display()
+    );
+    (daemon, so)
 }
 
 /// Memory files a process holds open and has mapped.
@@ -179,8 +207,7 @@ impl Drop for Killed {
 
 #[test]
 fn three_applications_share_one_daemon_and_a_killed_one_is_cleaned_up() {
-    let netsiftd = beside_netsift("netsiftd", "cargo build -p netsift-daemon");
-    let so = beside_netsift("libpcap.so", "cargo build -p netsift-pcap");
+    let (netsiftd, so) = built();
     let libdir = tmp("libpcap");
     std::fs::create_dir_all(&libdir).unwrap();
     std::fs::copy(&so, libdir.join("libpcap.so.0.8")).unwrap();
