@@ -20,7 +20,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use netsift_capture::{LinkType, PacketRef, PcapWriter, Precision, Timestamp};
 use netsift_daemon::client::{Client, OpenOptions};
 use netsift_testkit::oracle;
 
@@ -131,40 +130,7 @@ fn take_lines(rx: &mpsc::Receiver<String>, n: usize, who: &str) -> Vec<String> {
 
 /// What the real tcpdump prints reading `frames` from a file with `expr`.
 fn reference_lines(frames: &[Vec<u8>], expr: &str) -> Vec<String> {
-    let path = tmp("reference.pcap");
-    let mut w = PcapWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        LinkType::ETHERNET,
-        262_144,
-        Precision::Micro,
-    )
-    .unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        w.write_packet(&PacketRef::new(
-            f,
-            Timestamp::new(1_700_000_000 + i as i64, 0),
-            LinkType::ETHERNET,
-        ))
-        .unwrap();
-    }
-    w.flush().unwrap();
-    drop(w);
-    let out = Command::new("/usr/bin/tcpdump")
-        .args(["-r"])
-        .arg(&path)
-        .args(["-n", "-t", "-e", expr])
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .expect("the real tcpdump");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    netsift_testkit::reference::tcpdump_lines("/usr/bin/tcpdump", frames, &["-n", "-t", "-e", expr])
 }
 
 fn accepted(frames: &[Vec<u8>], expr: &str) -> Vec<Vec<u8>> {

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
-use netsift_capture::generate::mixed_traffic;
 use netsift_client::{netsift_options, netsift_packet, netsift_stats};
 use netsift_daemon::server::{Config, Daemon};
 
@@ -124,22 +123,10 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-/// The packets of `mixed_traffic(seed, n)` an expression accepts, per libpcap's meaning as
-/// netsift's interpreter runs it (as the daemon's own tests compute them).
+/// The packets of `mixed_traffic(seed, n)` an expression accepts (as the daemon's own tests
+/// compute them).
 fn expected(seed: u64, n: usize, expr: &str) -> Vec<Vec<u8>> {
-    let pred = netsift_lang::compile(
-        expr,
-        &netsift_lang::Context::new(netsift_capture::LinkType::ETHERNET),
-    )
-    .unwrap();
-    let prog =
-        netsift_bpf::compile::compile(&pred, &netsift_bpf::compile::Options::default()).unwrap();
-    let f = netsift_bpf::Filter::new(prog, netsift_bpf::Rules::Libpcap).unwrap();
-    mixed_traffic(seed, n)
-        .into_iter()
-        .filter(|p| f.run(&p.data, p.wire_len) != 0)
-        .map(|p| p.data)
-        .collect()
+    netsift_testkit::reference::mixed_accepted(seed, n, expr)
 }
 
 #[test]

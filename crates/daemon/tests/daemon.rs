@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use netsift_capture::generate::mixed_traffic;
 use netsift_daemon::client::{Client, ClientError, OpenOptions};
 use netsift_daemon::server::{Config, Daemon, GroupBy, Status};
 use netsift_graph::buffer::Preference;
@@ -80,22 +79,9 @@ impl Drop for Running {
     }
 }
 
-/// The packets of `mixed_traffic(seed, n)` an expression accepts, per libpcap's meaning as
-/// netsift's interpreter runs it.
+/// The packets of `mixed_traffic(seed, n)` an expression accepts.
 fn expected(seed: u64, n: usize, expr: &str) -> Vec<Vec<u8>> {
-    let pred = netsift_lang::compile(
-        expr,
-        &netsift_lang::Context::new(netsift_capture::LinkType::ETHERNET),
-    )
-    .unwrap();
-    let prog =
-        netsift_bpf::compile::compile(&pred, &netsift_bpf::compile::Options::default()).unwrap();
-    let f = netsift_bpf::Filter::new(prog, netsift_bpf::Rules::Libpcap).unwrap();
-    mixed_traffic(seed, n)
-        .into_iter()
-        .filter(|p| f.run(&p.data, p.wire_len) != 0)
-        .map(|p| p.data.to_vec())
-        .collect()
+    netsift_testkit::reference::mixed_accepted(seed, n, expr)
 }
 
 /// Read a flow until its source ended.

@@ -9,13 +9,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use netsift_capture::generate::FrameBuilder;
 use netsift_capture::live::Sender;
-use netsift_capture::{LinkType, PacketRef, PcapWriter, Precision, Timestamp};
 use netsift_testkit::netns::Lab;
 
 /// 40 UDP frames to port 7777 (some VLAN-tagged, which the filter must reject as in a file),
@@ -61,38 +60,11 @@ const COUNT: usize = 40;
 
 /// What the real tcpdump prints for `frames` read from a file with the same flags.
 fn expected(frames: &[Vec<u8>]) -> Vec<String> {
-    let dir = std::env::temp_dir().join(format!("netsift-pcap-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("sent.pcap");
-    let mut w = PcapWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        LinkType::ETHERNET,
-        262_144,
-        Precision::Micro,
+    netsift_testkit::reference::tcpdump_lines(
+        common::tcpdump(),
+        frames,
+        &["-n", "-t", "-e", FILTER],
     )
-    .unwrap();
-    for (i, f) in frames.iter().enumerate() {
-        w.write_packet(&PacketRef::new(
-            f,
-            Timestamp::new(i as i64, 0),
-            LinkType::ETHERNET,
-        ))
-        .unwrap();
-    }
-    w.flush().unwrap();
-    drop(w);
-    let out = Command::new(common::tcpdump())
-        .env_remove("LD_LIBRARY_PATH")
-        .arg("-r")
-        .arg(&path)
-        .args(["-n", "-t", "-e", FILTER])
-        .output()
-        .expect("tcpdump -r");
-    let _ = std::fs::remove_dir_all(&dir);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]

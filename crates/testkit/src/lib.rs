@@ -10,6 +10,8 @@
 //! - [`fuzz`]: the bodies of the fuzz targets, replayable from ordinary tests.
 //! - [`exprgen`]: random filter expressions for property tests.
 //! - [`rng`]: a deterministic pseudo-random generator for property-style tests.
+//! - [`reference`]: reference answers of the live tests (tcpdump reading a file; the generated
+//!   mix filtered).
 
 #![deny(missing_docs)]
 
@@ -20,4 +22,5 @@ pub mod fuzz;
 pub use netsift_bench::netns;
 pub mod oracle;
 pub mod progen;
+pub mod reference;
 pub mod rng;
