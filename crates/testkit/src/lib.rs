@@ -10,7 +10,7 @@
 //! - [`fuzz`]: the bodies of the fuzz targets, replayable from ordinary tests.
 //! - [`exprgen`]: random filter expressions for property tests.
 //! - [`rng`]: a deterministic pseudo-random generator for property-style tests.
-//! - [`reference`]: reference answers of the live tests (tcpdump reading a file; the generated
+//! - [`reference`](mod@reference): reference answers of the live tests (tcpdump reading a file; the generated
 //!   mix filtered).
 
 #![deny(missing_docs)]
