@@ -61,6 +61,33 @@ impl Default for Config {
     }
 }
 
+impl Config {
+    /// The defaults, with `NETSIFT_BENCH_RATE` (frames/s; the count follows: 3 s of traffic)
+    /// and `NETSIFT_BENCH_REPS` when set.
+    pub fn from_env() -> Result<Config, String> {
+        let mut c = Config::default();
+        let num = |name: &str| -> Result<Option<u64>, String> {
+            match std::env::var(name) {
+                Err(_) => Ok(None),
+                Ok(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .map(Some)
+                    .ok_or_else(|| format!("{name}={v}: not a positive number")),
+            }
+        };
+        if let Some(rate) = num("NETSIFT_BENCH_RATE")? {
+            c.rate = rate;
+            c.count = rate * 3;
+        }
+        if let Some(reps) = num("NETSIFT_BENCH_REPS")? {
+            c.reps = reps as usize;
+        }
+        Ok(c)
+    }
+}
+
 /// One measured run.
 #[derive(Clone, Debug, Default)]
 struct Run {

@@ -140,7 +140,7 @@ pub fn run(name: &str) -> Result<String, String> {
         #[cfg(target_os = "linux")]
         "daemon" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            crate::daemon::suite(&exe, &crate::daemon::Config::default())
+            crate::daemon::suite(&exe, &crate::daemon::Config::from_env()?)
         }
         _ => Err(format!(
             "unknown benchmark suite `{name}`; the suites are: {}",
