@@ -533,9 +533,6 @@ mod tests {
 
     use std::ffi::CString;
     use std::path::PathBuf;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::thread::JoinHandle;
 
     use netsift_daemon::server::{Config, Daemon};
 
@@ -551,10 +548,9 @@ mod tests {
             .into_owned()
     }
 
-    /// A daemon turning in a thread until dropped.
+    /// A daemon on a thread of the test, and its socket path as a C string.
     struct Running {
-        stop: Arc<AtomicBool>,
-        handle: Option<JoinHandle<()>>,
+        _daemon: netsift_daemon::Background,
         path: CString,
     }
 
@@ -564,27 +560,10 @@ mod tests {
                 "netsift-client-c-{name}-{}.sock",
                 std::process::id()
             ));
-            let mut d = Daemon::bind(Config::new(&path)).expect("bind");
-            let stop = Arc::new(AtomicBool::new(false));
-            let s = Arc::clone(&stop);
-            let handle = std::thread::spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    d.turn().expect("turn");
-                }
-            });
+            let daemon = Daemon::bind(Config::new(&path)).expect("bind").spawn();
             Running {
-                stop,
-                handle: Some(handle),
+                _daemon: daemon,
                 path: CString::new(path.into_os_string().into_encoded_bytes()).unwrap(),
-            }
-        }
-    }
-
-    impl Drop for Running {
-        fn drop(&mut self) {
-            self.stop.store(true, Ordering::Relaxed);
-            if let Some(h) = self.handle.take() {
-                let _ = h.join();
             }
         }
     }

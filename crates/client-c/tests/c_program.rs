@@ -5,17 +5,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 
 use netsift_client::{netsift_options, netsift_packet, netsift_stats};
 use netsift_daemon::server::{Config, Daemon};
 
-/// A daemon turning in a thread until dropped.
+/// A daemon on a thread of the test.
 struct Running {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
+    _daemon: netsift_daemon::Background,
     path: PathBuf,
 }
 
@@ -25,27 +21,9 @@ impl Running {
             "netsift-client-c-{name}-{}.sock",
             std::process::id()
         ));
-        let mut d = Daemon::bind(Config::new(&path)).expect("bind");
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = Arc::clone(&stop);
-        let handle = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                d.turn().expect("turn");
-            }
-        });
         Running {
-            stop,
-            handle: Some(handle),
+            _daemon: Daemon::bind(Config::new(&path)).expect("bind").spawn(),
             path,
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
         }
     }
 }

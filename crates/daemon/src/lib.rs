@@ -18,4 +18,4 @@ pub mod sock;
 
 pub use client::{Client, ClientError, Flow, FlowStats};
 pub use proto::OpenOptions;
-pub use server::{Config, Daemon, GroupBy};
+pub use server::{Background, Config, Daemon, GroupBy};

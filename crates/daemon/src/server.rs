@@ -34,6 +34,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 
 use netsift_graph::buffer::Reader;
 use netsift_graph::policy::Policy;
@@ -210,6 +212,29 @@ impl Daemon {
     fn log(&self, msg: &str) {
         if self.cfg.verbose {
             eprintln!("netsiftd: {msg}");
+        }
+    }
+
+    /// Run on a thread of its own until the returned handle is stopped or dropped.
+    pub fn spawn(mut self) -> Background {
+        let stop = Arc::new(AtomicBool::new(false));
+        let status = Arc::new(Mutex::new(self.status()));
+        let socket = self.cfg.socket.clone();
+        let (s, st) = (Arc::clone(&stop), Arc::clone(&status));
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                self.turn()?;
+                *st.lock().unwrap_or_else(PoisonError::into_inner) = self.status();
+            }
+            // The status stays the last turn's: what the applications had left open.
+            self.shutdown();
+            Ok(())
+        });
+        Background {
+            stop,
+            handle: Some(handle),
+            status,
+            socket,
         }
     }
 
@@ -532,6 +557,54 @@ impl Daemon {
             words.push_str(&format!(" mbufs={}", mbufs.join(",")));
         }
         Ok((words, fds))
+    }
+}
+
+/// A daemon running on a thread of this process ([`Daemon::spawn`]): for programs that embed
+/// netsiftd, and for tests. Dropping it stops the daemon (flows closed, socket file removed).
+#[derive(Debug)]
+pub struct Background {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<io::Result<()>>>,
+    status: Arc<Mutex<Status>>,
+    socket: PathBuf,
+}
+
+impl Background {
+    /// Where the daemon listens.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// What the daemon held after its latest turn (a request answered before this call has
+    /// been accounted for once the next turn ends).
+    pub fn status(&self) -> Status {
+        self.status
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Stop the daemon and wait for it; its status after its last turn (before it closed what
+    /// was still open), or the error that ended it.
+    pub fn stop(mut self) -> io::Result<Status> {
+        self.halt()?;
+        Ok(self.status())
+    }
+
+    fn halt(&mut self) -> io::Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(io::Error::other("the daemon thread panicked")),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.halt();
     }
 }
 

@@ -3,13 +3,10 @@
 //! are released, bad requests get clear errors.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use netsift_daemon::client::{Client, ClientError, OpenOptions};
-use netsift_daemon::server::{Config, Daemon, GroupBy, Status};
+use netsift_daemon::server::{Background, Config, Daemon, GroupBy, Status};
 use netsift_graph::buffer::Preference;
 
 /// The tests count this process's memory files: one test at a time.
@@ -21,11 +18,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A daemon on a thread of the test.
 struct Running {
-    stop: Arc<AtomicBool>,
-    /// The daemon's open flows, published by its thread after every turn.
-    flows: Arc<std::sync::atomic::AtomicUsize>,
-    handle: Option<JoinHandle<Status>>,
+    daemon: Background,
     path: PathBuf,
 }
 
@@ -35,47 +30,25 @@ impl Running {
             std::env::temp_dir().join(format!("netsiftd-{name}-{}.sock", std::process::id()));
         let mut cfg = Config::new(&path);
         cfg.group_by = group_by;
-        let mut d = Daemon::bind(cfg).expect("bind");
-        let stop = Arc::new(AtomicBool::new(false));
-        let flows = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (s, f) = (Arc::clone(&stop), Arc::clone(&flows));
-        let handle = std::thread::spawn(move || {
-            while !s.load(Ordering::Relaxed) {
-                d.turn().expect("turn");
-                f.store(d.status().flows, Ordering::Relaxed);
-            }
-            d.status()
-        });
         Running {
-            stop,
-            flows,
-            handle: Some(handle),
+            daemon: Daemon::bind(cfg).expect("bind").spawn(),
             path,
         }
     }
 
-    /// The daemon's open flows (counted through a request, so the daemon thread answers).
+    /// The daemon's open flows (after a request, so that a turn has ended since).
     fn status_probe(&self, c: &Client) -> usize {
         let _ = c.list().unwrap();
-        self.flows.load(Ordering::Relaxed)
+        let _ = c.list().unwrap();
+        self.daemon.status().flows
     }
 
     fn client(&self) -> Client {
         Client::connect(&self.path).expect("connect")
     }
 
-    fn stop(mut self) -> Status {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.take().unwrap().join().expect("daemon thread")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+    fn stop(self) -> Status {
+        self.daemon.stop().expect("the daemon thread")
     }
 }
 

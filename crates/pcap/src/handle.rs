@@ -311,6 +311,20 @@ impl Pcap {
         }
     }
 
+    /// How long one read of a live capture waits: not at all (non-blocking), the read timeout,
+    /// or without limit (timeout 0).
+    fn read_timeout(&self) -> Option<Duration> {
+        if self.nonblock {
+            Some(Duration::ZERO)
+        } else if self.opts.timeout_ms > 0 {
+            Some(Duration::from_millis(u64::from(
+                self.opts.timeout_ms.unsigned_abs(),
+            )))
+        } else {
+            None
+        }
+    }
+
     /// Changes the direction of an activated live capture by reopening its socket.
     pub(crate) fn set_direction(&mut self, dir: Direction) -> c_int {
         if matches!(self.kind, Kind::Daemon(_)) {
@@ -642,15 +656,7 @@ pub(crate) unsafe fn live_read(
     let (timeout, precision, snapshot) = {
         // SAFETY: a short shared borrow of plain fields.
         let this = unsafe { &*p };
-        let t = if this.nonblock {
-            Some(Duration::ZERO)
-        } else if this.opts.timeout_ms > 0 {
-            Some(Duration::from_millis(u64::from(
-                this.opts.timeout_ms.unsigned_abs(),
-            )))
-        } else {
-            None
-        };
+        let t = this.read_timeout();
         (t, this.precision, this.snapshot)
     };
     // SAFETY: the source and the filter are borrowed for the poll; the callback may only touch
@@ -673,20 +679,7 @@ pub(crate) unsafe fn live_read(
             caplen = caplen.min(keep);
         }
         caplen = caplen.min(snapshot.unsigned_abs());
-        let ts = pk.timestamp;
-        let frac = if precision == PCAP_TSTAMP_PRECISION_NANO {
-            ts.nanos()
-        } else {
-            ts.subsec_micros()
-        };
-        let hdr = PcapPkthdr {
-            ts: Timeval {
-                tv_sec: ts.secs() as libc::time_t,
-                tv_usec: libc::suseconds_t::from(frac),
-            },
-            caplen,
-            len: pk.wire_len,
-        };
+        let hdr = header_of(precision, pk.timestamp, caplen, pk.wire_len);
         deliver(p, &hdr, pk.data.as_ptr());
         n += 1;
         if (cnt > 0 && n >= cnt) || brk.load(Ordering::Relaxed) {
@@ -733,15 +726,7 @@ pub(crate) unsafe fn daemon_read(
     let (timeout, precision, snapshot) = {
         // SAFETY: a short shared borrow of plain fields.
         let this = unsafe { &*p };
-        let t = if this.nonblock {
-            Some(Duration::ZERO)
-        } else if this.opts.timeout_ms > 0 {
-            Some(Duration::from_millis(u64::from(
-                this.opts.timeout_ms.unsigned_abs(),
-            )))
-        } else {
-            None
-        };
+        let t = this.read_timeout();
         (t, this.precision, this.snapshot.unsigned_abs())
     };
     // SAFETY: the capture is reached through the raw pointer and borrowed only between calls of

@@ -19,52 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use netsift_capture::generate::FrameBuilder;
 use netsift_capture::live::Sender;
 use netsift_testkit::netns::Lab;
 
-/// 30 UDP frames to port 7777 (some VLAN-tagged, which the filter must reject as in a file),
-/// interleaved with TCP, ICMP and other UDP frames, all between 198.18.x.y addresses.
+/// 30 UDP frames to port 7777 among other traffic, DNS included ([`common::frames`]).
 fn frames() -> Vec<Vec<u8>> {
-    let mut v = Vec::new();
-    for i in 0..30u16 {
-        let host = (i % 5) as u8 + 1;
-        v.push(
-            FrameBuilder::new()
-                .ipv4([198, 18, 1, host], [198, 18, 2, 2])
-                .udp(4000 + i, 7777)
-                .payload(&[i as u8; 32])
-                .build(),
-        );
-        v.push(
-            FrameBuilder::new()
-                .ipv4([198, 18, 3, host], [198, 18, 4, 4])
-                .tcp(5000 + i, 80, 0x02)
-                .build(),
-        );
-        if i % 5 == 0 {
-            v.push(
-                FrameBuilder::new()
-                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
-                    .udp(4000 + i, 7777)
-                    .vlan(9)
-                    .build(),
-            );
-            v.push(
-                FrameBuilder::new()
-                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
-                    .icmp_echo_request(1, i)
-                    .build(),
-            );
-            v.push(
-                FrameBuilder::new()
-                    .ipv4([198, 18, 7, 7], [198, 18, 8, 8])
-                    .udp(7000 + i, 53)
-                    .build(),
-            );
-        }
-    }
-    v
+    common::frames(30, 5, 32, true)
 }
 
 const FILTER: &str = "udp port 7777";

@@ -72,3 +72,52 @@ pub fn tcpdump() -> &'static str {
     });
     "tcpdump"
 }
+
+/// Test traffic between 198.18.x.y addresses: `n` UDP frames to port 7777 (`payload` bytes,
+/// source hosts cycling over `hosts`), each followed by a TCP SYN; every fifth also a
+/// VLAN-tagged UDP frame to 7777 (which `udp port 7777` must reject, as in a file) and an ICMP
+/// echo request, and with `dns` a UDP frame to port 53.
+pub fn frames(n: u16, hosts: u16, payload: usize, dns: bool) -> Vec<Vec<u8>> {
+    use netsift_capture::generate::FrameBuilder;
+    let mut v = Vec::new();
+    for i in 0..n {
+        let host = (i % hosts) as u8 + 1;
+        v.push(
+            FrameBuilder::new()
+                .ipv4([198, 18, 1, host], [198, 18, 2, 2])
+                .udp(4000 + i, 7777)
+                .payload(&vec![i as u8; payload])
+                .build(),
+        );
+        v.push(
+            FrameBuilder::new()
+                .ipv4([198, 18, 3, host], [198, 18, 4, 4])
+                .tcp(5000 + i, 80, 0x02)
+                .build(),
+        );
+        if i % 5 == 0 {
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
+                    .udp(4000 + i, 7777)
+                    .vlan(9)
+                    .build(),
+            );
+            v.push(
+                FrameBuilder::new()
+                    .ipv4([198, 18, 5, 5], [198, 18, 6, 6])
+                    .icmp_echo_request(1, i)
+                    .build(),
+            );
+            if dns {
+                v.push(
+                    FrameBuilder::new()
+                        .ipv4([198, 18, 7, 7], [198, 18, 8, 8])
+                        .udp(7000 + i, 53)
+                        .build(),
+                );
+            }
+        }
+    }
+    v
+}
