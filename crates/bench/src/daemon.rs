@@ -22,7 +22,8 @@
 //! - **kernel**: the sending thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) — the soft
 //!   interrupts that deliver its frames run in its context: the copy into every socket's ring,
 //!   each socket's filter, the wake-ups — plus the `ksoftirqd` threads' (schedstat, for what
-//!   it did not finish), minus the same for a run that sends with nobody capturing. Exact
+//!   it did not finish), minus the same for a run that sends with nobody capturing, made in
+//!   the same repetition just before (the background drifts over minutes). Exact
 //!   clocks, not tick samples (`/proc/stat` swung by 100% between identical runs here).
 //! - **total**: the two together — what the machine pays for the captures.
 
@@ -62,8 +63,9 @@ impl Default for Config {
 }
 
 impl Config {
-    /// The defaults, with `NETSIFT_BENCH_RATE` (frames/s; the count follows: 3 s of traffic)
-    /// and `NETSIFT_BENCH_REPS` when set.
+    /// The defaults, with `NETSIFT_BENCH_RATE` (frames/s; the count follows: 3 s of traffic),
+    /// `NETSIFT_BENCH_REPS` and `NETSIFT_BENCH_APPS` (application counts, e.g. `4` or `1,2,4`)
+    /// when set.
     pub fn from_env() -> Result<Config, String> {
         let mut c = Config::default();
         let num = |name: &str| -> Result<Option<u64>, String> {
@@ -83,6 +85,18 @@ impl Config {
         }
         if let Some(reps) = num("NETSIFT_BENCH_REPS")? {
             c.reps = reps as usize;
+        }
+        if let Ok(v) = std::env::var("NETSIFT_BENCH_APPS") {
+            c.apps = v
+                .split(',')
+                .map(|n| {
+                    n.trim()
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&n| (1..=16).contains(&n))
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| format!("NETSIFT_BENCH_APPS={v}: not a list like 1,2,4"))?;
         }
         Ok(c)
     }
@@ -381,7 +395,7 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
     Ok(run)
 }
 
-fn median(mut runs: Vec<Run>, key: impl Fn(&Run) -> f64) -> Run {
+fn median<T: Clone>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
     runs[runs.len() / 2].clone()
 }
@@ -459,16 +473,9 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
         pid: dchild.id(),
         libdir: &libdir,
     };
+    // The sender alone, measured next to every pair of runs (the machine's background drifts
+    // over minutes: a baseline taken once at the start would move the kernel column).
     let mut baseline = Vec::new();
-    for _ in 0..cfg.reps {
-        baseline.push(measure(&lab, &apps[0], &Via::Nobody, 0, cfg)?);
-    }
-    let spread: Vec<f64> = baseline.iter().map(|r| ns(r.system, r.sent)).collect();
-    let (lo, hi) = spread
-        .iter()
-        .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
-    let base = median(baseline, |r| r.system);
-    let base_ns = ns(base.system, base.sent);
     let mut goals = Vec::new();
     for app in &apps {
         let _ = writeln!(
@@ -491,22 +498,30 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
             "", "", "", "", "", "ns/pkt", "ns/pkt", "ns/pkt", "libpcap×K", "libpcap×K"
         );
         for &k in &cfg.apps {
-            let mut rows = Vec::new();
-            for (name, via) in [
+            // Per repetition: the sender alone, then libpcap, then netsiftd, back to back; a
+            // run's kernel share is its sender CPU minus that repetition's sender alone.
+            let vias = [
                 ("libpcap (own sockets)", &Via::Libpcap),
                 ("netsiftd", &daemon),
-            ] {
-                let mut runs = Vec::new();
-                for _ in 0..cfg.reps {
-                    runs.push(measure(&lab, app, via, k, cfg)?);
+            ];
+            let mut runs: [Vec<(Run, f64)>; 2] = [Vec::new(), Vec::new()];
+            for _ in 0..cfg.reps {
+                let alone = measure(&lab, app, &Via::Nobody, 0, cfg)?;
+                let alone_ns = ns(alone.system, alone.sent);
+                baseline.push(alone_ns);
+                for (i, (_, via)) in vias.iter().enumerate() {
+                    let r = measure(&lab, app, via, k, cfg)?;
+                    let kern = ns(r.system, r.sent) - alone_ns;
+                    runs[i].push((r, kern));
                 }
-                let kernel = |r: &Run| (ns(r.system, r.sent) - base_ns).max(0.0);
-                let r = median(runs, |r| ns(r.cpu, r.sent) + kernel(r));
-                let (cpu, kern) = (ns(r.cpu, r.sent), kernel(&r));
-                rows.push((name, r, cpu, kern));
             }
-            let (lib_cpu, lib_total) = (rows[0].2, rows[0].2 + rows[0].3);
-            for (name, r, cpu, kern) in rows {
+            let mut rows = Vec::new();
+            for ((name, _), runs) in vias.iter().zip(runs) {
+                let (r, kern) = median(runs, |(r, kern)| ns(r.cpu, r.sent) + kern);
+                rows.push((*name, ns(r.cpu, r.sent), kern, r));
+            }
+            let (lib_cpu, lib_total) = (rows[0].1, rows[0].1 + rows[0].2);
+            for (name, cpu, kern, r) in rows {
                 let total = cpu + kern;
                 let _ = writeln!(
                     out,
@@ -530,6 +545,10 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
         out.push('\n');
     }
     stop(dchild, derr, "netsiftd")?;
+    let base_ns = baseline.iter().sum::<f64>() / baseline.len().max(1) as f64;
+    let (lo, hi) = baseline
+        .iter()
+        .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_dir_all(&libdir);
     let _ = writeln!(
@@ -537,11 +556,11 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
         "process: user+system CPU of the K applications (and netsiftd) over the frames sent. kernel: \
          CPU of the sending thread (with the soft interrupts that delivered its frames in its \
          context: the copies into every socket's ring, the socket filters, the wake-ups) and of \
-         the ksoftirqd threads, exactly (schedstat), minus a run nobody captures ({base_ns:.0} \
-         ns/pkt, {lo:.0} to {hi:.0} over {} runs). total = process + kernel. \"vs libpcap×K\": \
+         the ksoftirqd threads, exactly (schedstat), minus the same for a run nobody captures, \
+         made just before (on average {base_ns:.0} ns/pkt, {lo:.0} to {hi:.0} over {} runs). total = process + kernel. \"vs libpcap×K\": \
          netsiftd's figure over libpcap's (lower is better). Goal: total at K = 4 below 0.5x \
          (this run: {}). {:.0} s.",
-        cfg.reps,
+        baseline.len(),
         goals.join(", "),
         t.elapsed().as_secs_f64()
     );

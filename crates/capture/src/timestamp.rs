@@ -46,6 +46,7 @@ impl Timestamp {
 
     /// Makes a timestamp from seconds and nanoseconds; nanoseconds of a second or more carry into
     /// the seconds (saturating at [`Timestamp::MAX`]).
+    #[inline]
     pub const fn new(secs: i64, nanos: u32) -> Timestamp {
         if nanos < NANOS_PER_SEC {
             return Timestamp { secs, nanos };
@@ -93,16 +94,19 @@ impl Timestamp {
     }
 
     /// Whole seconds since the epoch (rounded toward minus infinity).
+    #[inline]
     pub const fn secs(self) -> i64 {
         self.secs
     }
 
     /// Nanoseconds after [`Timestamp::secs`], below 1,000,000,000.
+    #[inline]
     pub const fn nanos(self) -> u32 {
         self.nanos
     }
 
     /// Microseconds after [`Timestamp::secs`], below 1,000,000 (the nanoseconds rounded down).
+    #[inline]
     pub const fn subsec_micros(self) -> u32 {
         self.nanos / 1000
     }

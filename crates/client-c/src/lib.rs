@@ -98,6 +98,7 @@ impl From<netsift_options> for OpenOptions {
             ibuf: o.ibuf,
             max_packet: o.max_packet,
             callback_every: (o.callback_every != 0).then_some(o.callback_every),
+            share: false,
         }
     }
 }

@@ -37,6 +37,10 @@ pub struct OpenOptions {
     pub ibuf: u32,
     /// The callback period the application will use, if any (checked by the policy).
     pub callback_every: Option<u64>,
+    /// Share the IBuf with the group's other flows that asked for it and receive exactly the
+    /// same packets (`share=1`; see `FlowOptions::share_ibuf` in netsift-graph): one entry
+    /// per packet for all of them, and such a flow cannot be paused.
+    pub share: bool,
 }
 
 impl Default for OpenOptions {
@@ -48,6 +52,7 @@ impl Default for OpenOptions {
             max_packet: 0,
             ibuf: 4096,
             callback_every: None,
+            share: false,
         }
     }
 }
@@ -141,6 +146,9 @@ impl Request {
                 if let Some(n) = o.callback_every {
                     s.push_str(&format!(" callback={n}"));
                 }
+                if o.share {
+                    s.push_str(" share=1");
+                }
                 s.push('\n');
                 s.push_str(graph);
                 s
@@ -180,6 +188,13 @@ impl Request {
                         "ibuf" => o.ibuf = number(k, v)?,
                         "max" => o.max_packet = number(k, v)?,
                         "callback" => o.callback_every = Some(number(k, v)?),
+                        "share" => {
+                            o.share = match v {
+                                "0" => false,
+                                "1" => true,
+                                _ => return err(format!("share={v}: expected 0 or 1")),
+                            }
+                        }
                         _ => return err(format!("open: unknown option `{k}`")),
                     }
                 }
@@ -274,6 +289,7 @@ mod tests {
                     max_packet: 65_535,
                     ibuf: 16,
                     callback_every: Some(100),
+                    share: true,
                 },
                 graph: "(device,\"veth0\") -> (bpf,\"udp\")\n".into(),
             },

@@ -501,6 +501,7 @@ impl Daemon {
             slot_size: o.slot_size,
             max_packet: o.max_packet,
             ibuf: o.ibuf as usize,
+            share_ibuf: o.share,
             callback_every: o.callback_every,
             default_source: None,
         };

@@ -283,3 +283,46 @@ fn bad_requests_get_clear_errors() {
     drop(f);
     assert_eq!(d.stop().flows, 0);
 }
+
+#[test]
+fn flows_asking_to_share_read_one_ibuf() {
+    let _serial = serial();
+    let d = Running::start("share", GroupBy::UidGid);
+    let c = d.client();
+    let share = OpenOptions {
+        share: true,
+        ..OpenOptions::default()
+    };
+    // Few enough packets for A's IBuf: A reads only after B and X are open.
+    let text = "(gen,13,4000) -> (bpf,\"tcp\")";
+    let mut a = c.open(text, &share).unwrap();
+    let before = memfds();
+    let mut b = c.open(text, &share).unwrap();
+    let with_share = memfds() - before;
+    let before = memfds();
+    let mut x = c.open(text, &OpenOptions::default()).unwrap();
+    let without = memfds() - before;
+    // B: a control page of its own (and the client's copies); X: an IBuf as well.
+    assert!(with_share < without, "{with_share} < {without}");
+    let e = b.pause().unwrap_err();
+    assert!(e.to_string().contains("cannot be paused"), "{e}");
+    let want = expected(13, 4000, "tcp");
+    let got_a = drain(&mut a);
+    assert!(got_a == want, "A: {} packets of {}", got_a.len(), want.len());
+    // B and X joined while the source ran: each has the packets from its start on.
+    for got in [drain(&mut b), drain(&mut x)] {
+        assert!(
+            got[..] == want[want.len() - got.len()..],
+            "not the last {} packets",
+            got.len()
+        );
+    }
+    let (sa, sb) = (a.stats().unwrap(), b.stats().unwrap());
+    assert_eq!((sa.appended, sa.dropped), (want.len() as u64, 0));
+    assert!(sb.appended <= sa.appended);
+    assert_eq!(sb.delivered, sb.appended);
+    for f in [a, b, x] {
+        f.close().unwrap();
+    }
+    assert_eq!(d.stop().flows, 0);
+}

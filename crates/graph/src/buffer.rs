@@ -318,6 +318,23 @@ pub struct ReaderStats {
     pub overwritten: u64,
 }
 
+/// How many entries ahead a reader asks the cache for the packets it will read next.
+const AHEAD: u64 = 4;
+
+/// A hint to load the cache line at `p` (never faults, whatever the address; a no-op where
+/// the architecture has no such hint here).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults or changes memory.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch(p.cast(), _MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Pads and aligns a value to its own cache lines (128 bytes: adjacent-line prefetch).
 #[derive(Default)]
 #[repr(C, align(128))]
@@ -364,6 +381,10 @@ struct ReaderSide {
     wait_target: AtomicU64,
     /// Shared control pages: identifies the page ([`Reader::attach`] checks it).
     magic: AtomicU64,
+    /// The IBuf's `appended` and `dropped` counters when this reader joined it (readers of
+    /// one IBuf count from when each joined, [`Group::try_add_reader_sharing`]).
+    appended_base: AtomicU64,
+    dropped_base: AtomicU64,
 }
 
 /// The first 128 bytes of a PBuf: what a process that maps it needs to know, and the
@@ -431,27 +452,46 @@ impl fmt::Display for AttachError {
 
 impl std::error::Error for AttachError {}
 
-/// An index buffer: the ring of entries of one reader.
-struct IBuf {
-    serial: u32,
+/// An index buffer proper: the ring of entries and the writer's counters. Usually one
+/// reader's; readers of flows that receive exactly the same packets may share one
+/// ([`Group::try_add_reader_sharing`]), each with its own cursor `R_i` in its own control page.
+struct Ring {
     entries: Mem<Entry>,
     writer: One<Padded<WriterSide>>,
+}
+
+/// One reader's end of an IBuf: the ring (perhaps shared) and the reader's control page.
+struct IBuf {
+    serial: u32,
+    ring: Arc<Ring>,
     reader: One<Padded<ReaderSide>>,
     /// The thread to unpark while the reader waits.
     thread: Mutex<Option<Thread>>,
 }
 
 impl IBuf {
+    #[inline]
     fn cap(&self) -> u64 {
-        self.entries.len() as u64
+        self.ring.entries.len() as u64
     }
 
     fn stats(&self) -> ReaderStats {
+        let r = &self.reader;
         ReaderStats {
-            appended: self.writer.appended.load(Ordering::Relaxed),
-            delivered: self.reader.delivered.load(Ordering::Relaxed),
-            dropped: self.writer.dropped.load(Ordering::Relaxed),
-            overwritten: self.reader.overwritten.load(Ordering::Relaxed),
+            appended: self
+                .ring
+                .writer
+                .appended
+                .load(Ordering::Relaxed)
+                .wrapping_sub(r.appended_base.load(Ordering::Relaxed)),
+            delivered: r.delivered.load(Ordering::Relaxed),
+            dropped: self
+                .ring
+                .writer
+                .dropped
+                .load(Ordering::Relaxed)
+                .wrapping_sub(r.dropped_base.load(Ordering::Relaxed)),
+            overwritten: r.overwritten.load(Ordering::Relaxed),
         }
     }
 
@@ -565,12 +605,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Shared {
     /// The header of slot `index`.
+    #[inline]
     fn header(&self, index: u32) -> &[AtomicU64] {
         let base = index as usize * HEADER_WORDS;
         &self.headers[base..base + HEADER_WORDS]
     }
 
     /// The data words of a packet of `len` bytes starting at slot `index`.
+    #[inline]
     fn data(&self, index: u32, len: usize) -> &[AtomicU64] {
         let base = index as usize * self.slot_words;
         &self.words[base..base + len.div_ceil(8)]
@@ -578,6 +620,7 @@ impl Shared {
 
     /// The most bytes a packet starting at slot `index` can have (up to the ring's end): a
     /// bound the reader applies whatever a header says.
+    #[inline]
     fn room(&self, index: u32) -> usize {
         (self.slots - index.min(self.slots)) as usize * self.slot_words * 8
     }
@@ -750,6 +793,8 @@ impl Group {
             shared: Arc::clone(s),
             generation: u64::MAX,
             readers: Vec::new(),
+            rings: Vec::new(),
+            packets: 0,
             w,
             w_index: (w % u64::from(s.slots)) as u32,
             // Readers may still hold packets of a previous writer: 0 forces a recomputation
@@ -774,34 +819,84 @@ impl Group {
     /// memory files, and creating them can fail.
     pub fn try_add_reader(&self, ibuf_entries: usize) -> io::Result<(ReaderId, Reader)> {
         let cap = ibuf_entries.max(1);
-        let (entries, writer, reader) = if self.is_shared() {
+        let (entries, writer) = if self.is_shared() {
             let bad = || io::Error::other("IBuf layout");
             let len = cap
                 .checked_mul(std::mem::size_of::<Entry>())
                 .and_then(|n| n.checked_add(2 * HEAD))
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "IBuf too large"))?;
             let ibuf = Arc::new(Region::create("netsift-ibuf", len)?);
-            let ctrl = Arc::new(Region::create("netsift-ctrl", HEAD)?);
             let head: One<Padded<IbufHead>> = One::in_region(&ibuf, 0).ok_or_else(bad)?;
             head.entries.store(cap as u64, Ordering::Relaxed);
             head.magic.store(IBUF_MAGIC, Ordering::Release);
-            let rs: One<Padded<ReaderSide>> = One::in_region(&ctrl, 0).ok_or_else(bad)?;
-            rs.magic.store(CTRL_MAGIC, Ordering::Release);
             (
                 Mem::in_region(&ibuf, 2 * HEAD, cap).ok_or_else(bad)?,
                 One::in_region(&ibuf, HEAD).ok_or_else(bad)?,
-                rs,
             )
         } else {
-            (Mem::heap(cap), One::heap(), One::heap())
+            (Mem::heap(cap), One::heap())
         };
+        let reader = self.control_page()?;
         let mut table = lock(&self.shared.table);
         let serial = table.next_serial;
         table.next_serial = table.next_serial.wrapping_add(1);
+        let ring = Arc::new(Ring { entries, writer });
+        Ok(self.register(table, serial, ring, reader))
+    }
+
+    /// A reader sharing the IBuf of reader `with`: for flows that receive exactly the same
+    /// packets with the same results (the same last filter instances), so that the writer
+    /// appends one entry per packet for all of them. Each reader has its own cursor and
+    /// control page and starts at the IBuf's current end; the writer delivers to any one of
+    /// them (a second delivery of the same packet to the IBuf is ignored). Under slow-reader
+    /// preference the IBuf is full when its slowest reader has not released — what does not
+    /// fit is dropped for all of them. `None` if `with` is not registered.
+    pub fn try_add_reader_sharing(&self, with: ReaderId) -> io::Result<Option<(ReaderId, Reader)>> {
+        let reader = self.control_page()?;
+        let mut table = lock(&self.shared.table);
+        let ring = match table.ibufs.get(with.index as usize) {
+            Some(Some(b)) if b.serial == with.serial => Arc::clone(&b.ring),
+            _ => return Ok(None),
+        };
+        let w = &ring.writer;
+        // Start at the end: what was appended before is not this reader's.
+        reader
+            .r
+            .store(w.w.load(Ordering::Acquire), Ordering::Relaxed);
+        reader
+            .appended_base
+            .store(w.appended.load(Ordering::Relaxed), Ordering::Relaxed);
+        reader
+            .dropped_base
+            .store(w.dropped.load(Ordering::Relaxed), Ordering::Relaxed);
+        let serial = table.next_serial;
+        table.next_serial = table.next_serial.wrapping_add(1);
+        Ok(Some(self.register(table, serial, ring, reader)))
+    }
+
+    /// A new reader control page (a memory file in a shared group).
+    fn control_page(&self) -> io::Result<One<Padded<ReaderSide>>> {
+        if !self.is_shared() {
+            return Ok(One::heap());
+        }
+        let ctrl = Arc::new(Region::create("netsift-ctrl", HEAD)?);
+        let rs: One<Padded<ReaderSide>> =
+            One::in_region(&ctrl, 0).ok_or_else(|| io::Error::other("control page layout"))?;
+        rs.magic.store(CTRL_MAGIC, Ordering::Release);
+        Ok(rs)
+    }
+
+    /// Enter a reader of `ring` with control page `reader` in the table.
+    fn register(
+        &self,
+        mut table: std::sync::MutexGuard<'_, Table>,
+        serial: u32,
+        ring: Arc<Ring>,
+        reader: One<Padded<ReaderSide>>,
+    ) -> (ReaderId, Reader) {
         let ibuf = Arc::new(IBuf {
             serial,
-            entries,
-            writer,
+            ring,
             reader,
             thread: Mutex::new(None),
         });
@@ -821,7 +916,7 @@ impl Group {
             index: index as u32,
             serial,
         };
-        Ok((id, Reader::new(Arc::clone(&self.shared), ibuf, id)))
+        (id, Reader::new(Arc::clone(&self.shared), ibuf, id))
     }
 
     /// Unregister reader `id` (as dropping its [`Reader`] does): the writer no longer delivers
@@ -898,18 +993,48 @@ impl Group {
     }
 }
 
-/// The writer's view of one reader.
-struct WriterIbuf {
-    ibuf: Arc<IBuf>,
+/// The writer's view of one IBuf ring and its readers.
+struct WriterRing {
+    ring: Arc<Ring>,
+    /// The readers' ends (their cursors `R_i` and wait targets).
+    readers: Vec<Arc<IBuf>>,
     /// `W_i` (the writer's copy) and its ring index.
     w: u64,
     w_index: usize,
-    /// `R_i` as last loaded.
+    /// The oldest of the readers' `R_i` as last loaded.
     r_cache: u64,
-    /// The PBuf position of the last entry appended (entries must not go backwards).
-    last_pos: u64,
+    /// The PBuf position of the last entry appended (entries must not go backwards; a second
+    /// delivery of it is ignored).
+    last_pos: Option<u64>,
+    /// The slot (position, index) last offered to the ring and whether it was appended (a packet
+    /// delivered through several readers of the ring is offered once).
+    last_offer: Option<(u64, u32, bool)>,
+    /// The writer's packet count when a packet was last noted dropped here (counted once for
+    /// the readers sharing the ring).
+    last_drop: Option<u64>,
     appended: u64,
     dropped: u64,
+}
+
+impl WriterRing {
+    /// The oldest `R_i` of the ring's readers (never past `W_i`: a reader in another process
+    /// may store anything), loaded with `Acquire` — their reads of everything before it
+    /// happen before our next write of those entries and slots.
+    fn oldest_r(&self) -> u64 {
+        self.readers
+            .iter()
+            .map(|b| b.reader.r.load(Ordering::Acquire).min(self.w))
+            .min()
+            .unwrap_or(self.w)
+    }
+
+    fn note_dropped(&mut self) {
+        self.dropped += 1;
+        self.ring
+            .writer
+            .dropped
+            .store(self.dropped, Ordering::Relaxed);
+    }
 }
 
 /// The single writer of a group ([`Group::writer`]): copies packets into the PBuf and appends
@@ -918,7 +1043,11 @@ pub struct Writer {
     shared: Arc<Shared>,
     /// The table generation `readers` mirrors.
     generation: u64,
-    readers: Vec<Option<WriterIbuf>>,
+    /// Per reader index: its serial and its ring's index in `rings`.
+    readers: Vec<Option<(u32, usize)>>,
+    rings: Vec<WriterRing>,
+    /// Packets offered to [`Writer::write_packet`] (written or dropped).
+    packets: u64,
     /// `W` and its slot index.
     w: u64,
     w_index: u32,
@@ -951,57 +1080,80 @@ impl Writer {
         let table = lock(&self.shared.table);
         // Read under the lock: a reader added after this load bumps it again.
         self.generation = self.shared.generation.load(Ordering::Relaxed);
-        let mut old = std::mem::take(&mut self.readers);
-        self.readers = table
-            .ibufs
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let b = b.as_ref()?;
-                match old.get_mut(i).and_then(Option::take) {
-                    Some(wi) if wi.ibuf.serial == b.serial => Some(wi),
-                    _ => {
-                        let w = b.writer.w.load(Ordering::Relaxed);
-                        Some(WriterIbuf {
-                            ibuf: Arc::clone(b),
-                            w,
-                            w_index: (w % b.cap()) as usize,
-                            r_cache: b.reader.r.load(Ordering::Acquire).min(w),
-                            last_pos: 0,
-                            appended: b.writer.appended.load(Ordering::Relaxed),
-                            dropped: b.writer.dropped.load(Ordering::Relaxed),
-                        })
-                    }
+        let mut old = std::mem::take(&mut self.rings);
+        self.readers = Vec::with_capacity(table.ibufs.len());
+        for b in &table.ibufs {
+            let Some(b) = b else {
+                self.readers.push(None);
+                continue;
+            };
+            let k = match self
+                .rings
+                .iter()
+                .position(|r| Arc::ptr_eq(&r.ring, &b.ring))
+            {
+                Some(k) => k,
+                None => {
+                    let ring = &b.ring;
+                    let wr = match old.iter().position(|r| Arc::ptr_eq(&r.ring, ring)) {
+                        Some(k) => {
+                            let mut wr = old.swap_remove(k);
+                            wr.readers.clear();
+                            wr
+                        }
+                        None => {
+                            let w = ring.writer.w.load(Ordering::Relaxed);
+                            WriterRing {
+                                ring: Arc::clone(ring),
+                                readers: Vec::new(),
+                                w,
+                                w_index: (w % b.cap()) as usize,
+                                r_cache: w,
+                                last_pos: None,
+                                last_offer: None,
+                                last_drop: None,
+                                appended: ring.writer.appended.load(Ordering::Relaxed),
+                                dropped: ring.writer.dropped.load(Ordering::Relaxed),
+                            }
+                        }
+                    };
+                    self.rings.push(wr);
+                    self.rings.len() - 1
                 }
-            })
-            .collect();
+            };
+            self.rings[k].readers.push(Arc::clone(b));
+            self.readers.push(Some((b.serial, k)));
+        }
+        for wr in &mut self.rings {
+            wr.r_cache = wr.oldest_r();
+        }
     }
 
-    /// The position of reader `id` in `self.readers`, if it is registered.
-    fn reader_index(&mut self, id: ReaderId) -> Option<usize> {
+    /// The ring of reader `id` in `self.rings`, if the reader is registered.
+    fn ring_index(&mut self, id: ReaderId) -> Option<usize> {
         self.refresh();
         let i = id.index as usize;
-        let found = |r: &[Option<WriterIbuf>]| matches!(r.get(i), Some(Some(wi)) if wi.ibuf.serial == id.serial);
-        if found(&self.readers) {
-            return Some(i);
+        let found = |r: &[Option<(u32, usize)>]| match r.get(i) {
+            Some(Some((serial, k))) if *serial == id.serial => Some(*k),
+            _ => None,
+        };
+        if let Some(k) = found(&self.readers) {
+            return Some(k);
         }
         // The id may be newer than our mirror of the table.
         self.refresh_slow();
-        found(&self.readers).then_some(i)
+        found(&self.readers)
     }
 
     /// Recompute `R*`: the oldest PBuf position a reader holds, `W` if none holds any.
     #[cold]
     fn recompute_r_star(&mut self) -> u64 {
         let mut r_star = self.w;
-        for wi in self.readers.iter_mut().flatten() {
-            // Acquire: the reader's reads of everything before R_i happen before our next
-            // write of those slots.
-            // `min`: a reader in another process may store anything; never trust it past `W_i`.
-            let r = wi.ibuf.reader.r.load(Ordering::Acquire).min(wi.w);
-            wi.r_cache = r;
-            if r < wi.w {
-                let e = &wi.ibuf.entries[(r % wi.ibuf.cap()) as usize];
+        for wr in &mut self.rings {
+            let r = wr.oldest_r();
+            wr.r_cache = r;
+            if r < wr.w {
+                let e = &wr.ring.entries[(r % wr.ring.entries.len() as u64) as usize];
                 // Our own store: entries at or after R_i are not overwritten under SRP.
                 r_star = r_star.min(e.pos.load(Ordering::Relaxed));
             }
@@ -1024,6 +1176,7 @@ impl Writer {
     /// slot to each of them.
     pub fn write_packet(&mut self, pkt: &Pkt<'_>) -> Option<SlotRef> {
         self.refresh();
+        self.packets = self.packets.wrapping_add(1);
         if self.finished {
             self.finished = false;
             self.shared.set_finished(false);
@@ -1130,7 +1283,7 @@ impl Writer {
     /// [`Writer::deliver`], the reader seeing at most `cap` bytes of the packet (its flow cut
     /// the packet shorter than another flow of the group that shares the copy).
     pub fn deliver_capped(&mut self, id: ReaderId, slot: SlotRef, result: u32, cap: u32) -> bool {
-        let Some(i) = self.reader_index(id) else {
+        let Some(k) = self.ring_index(id) else {
             return false;
         };
         let s = &*self.shared;
@@ -1138,10 +1291,15 @@ impl Writer {
         let w_index = self.w_index;
         let slots = u64::from(s.slots);
         let mut r_star = self.r_star;
-        let Some(wi) = self.readers[i].as_mut() else {
-            return false;
-        };
-        let entries = wi.ibuf.cap();
+        let wr = &mut self.rings[k];
+        if let Some((seq, index, appended)) = wr.last_offer
+            && (seq, index) == (slot.seq, slot.index)
+        {
+            // Already offered to this IBuf through another of its readers.
+            return appended;
+        }
+        wr.last_offer = Some((slot.seq, slot.index, false));
+        let entries = wr.ring.entries.len() as u64;
         // The slot must still hold the packet (written, not yet overwritten), entries must not
         // go backwards (R* relies on it), and the index must be the one this group wrote the
         // position to — a `SlotRef` of another group must not make a reader read a slot it
@@ -1149,24 +1307,24 @@ impl Writer {
         let back = w_pbuf.wrapping_sub(slot.seq);
         let stale = slot.seq >= w_pbuf
             || back > slots
-            || (wi.appended > 0 && slot.seq < wi.last_pos)
+            || wr.last_pos.is_some_and(|last| slot.seq < last)
             || slot.index != ring_back(w_index, back as u32, s.slots);
         if stale {
-            wi.note_dropped();
+            wr.note_dropped();
             return false;
         }
         if s.pref == Preference::SlowReader {
-            if wi.w - wi.r_cache >= entries {
-                wi.r_cache = wi.ibuf.reader.r.load(Ordering::Acquire).min(wi.w);
-                if wi.w - wi.r_cache >= entries {
-                    wi.note_dropped();
+            if wr.w - wr.r_cache >= entries {
+                wr.r_cache = wr.oldest_r();
+                if wr.w - wr.r_cache >= entries {
+                    wr.note_dropped();
                     return false;
                 }
             }
-            // The reader now holds `slot.seq`; keep the cached R* a lower bound.
+            // The readers now hold `slot.seq`; keep the cached R* a lower bound.
             r_star = r_star.min(slot.seq);
         }
-        let e = &wi.ibuf.entries[wi.w_index];
+        let e = &wr.ring.entries[wr.w_index];
         if s.pref == Preference::FastReader {
             e.tag.store(0, Ordering::Relaxed);
             fence(Ordering::Release);
@@ -1177,35 +1335,40 @@ impl Writer {
             Ordering::Relaxed,
         );
         e.cap.store(cap, Ordering::Relaxed);
-        e.tag.store(wi.w + 1, Ordering::Release);
-        wi.w += 1;
-        wi.w_index = if wi.w_index + 1 == entries as usize {
+        e.tag.store(wr.w + 1, Ordering::Release);
+        wr.w += 1;
+        wr.w_index = if wr.w_index + 1 == entries as usize {
             0
         } else {
-            wi.w_index + 1
+            wr.w_index + 1
         };
-        wi.last_pos = slot.seq;
-        wi.appended += 1;
+        wr.last_pos = Some(slot.seq);
+        wr.last_offer = Some((slot.seq, slot.index, true));
+        wr.appended += 1;
         // Publish the entry (and, through the slot's own Release, its bytes).
-        wi.ibuf.writer.w.store(wi.w, Ordering::Release);
-        wi.ibuf
-            .writer
-            .appended
-            .store(wi.appended, Ordering::Relaxed);
+        let ws = &wr.ring.writer;
+        ws.w.store(wr.w, Ordering::Release);
+        ws.appended.store(wr.appended, Ordering::Relaxed);
         if s.sleepers.load(Ordering::Relaxed) != 0 {
-            wi.ibuf.wake_if_waiting(wi.w);
+            for b in &wr.readers {
+                b.wake_if_waiting(wr.w);
+            }
         }
         self.r_star = r_star;
         true
     }
 
     /// Count a packet accepted by reader `id` as dropped for it (the PBuf was full). Returns
-    /// `false` if `id` is not registered.
+    /// `false` if `id` is not registered. Readers sharing an IBuf count a packet once, however
+    /// many of them it is noted for.
     pub fn note_dropped(&mut self, id: ReaderId) -> bool {
-        match self.reader_index(id) {
-            Some(i) => {
-                if let Some(wi) = self.readers[i].as_mut() {
-                    wi.note_dropped();
+        let packets = self.packets;
+        match self.ring_index(id) {
+            Some(k) => {
+                let wr = &mut self.rings[k];
+                if wr.last_drop != Some(packets) {
+                    wr.last_drop = Some(packets);
+                    wr.note_dropped();
                 }
                 true
             }
@@ -1256,16 +1419,6 @@ impl Writer {
                 None
             }
         }
-    }
-}
-
-impl WriterIbuf {
-    fn note_dropped(&mut self) {
-        self.dropped += 1;
-        self.ibuf
-            .writer
-            .dropped
-            .store(self.dropped, Ordering::Relaxed);
     }
 }
 
@@ -1355,6 +1508,7 @@ struct Meta {
     slot: SlotRef,
 }
 
+#[inline]
 fn decode_header(slot: &[AtomicU64], slot_size: u32) -> (usize, u32, Timestamp, LinkType) {
     let lens = slot[1].load(Ordering::Relaxed);
     let secs = slot[2].load(Ordering::Relaxed) as i64;
@@ -1439,7 +1593,7 @@ impl Reader {
     pub fn shared_regions(&self) -> Option<SharedRegions<'_>> {
         Some(SharedRegions {
             pbuf: self.shared.words.region()?,
-            ibuf: self.ibuf.entries.region()?,
+            ibuf: self.ibuf.ring.entries.region()?,
             ctrl: self.ibuf.reader.region()?,
         })
     }
@@ -1448,8 +1602,8 @@ impl Reader {
     /// this one: the PBuf and IBuf (read-only mappings suffice) and the control page
     /// (read-write). The layouts are checked; the reader starts at the released position `R_i`.
     ///
-    /// An attached reader is the only reader of its IBuf; dropping it releases nothing in the
-    /// creator (the creator removes the reader when the process goes away). It waits by
+    /// Other readers may share the IBuf (each with its own control page); dropping an attached
+    /// reader releases nothing in the creator (the creator removes the reader when the process goes away). It waits by
     /// re-checking its IBuf every [`RECHECK`] (the writer cannot wake a thread of another
     /// process).
     pub fn attach(pbuf: Region, ibuf: Region, ctrl: Region) -> Result<Reader, AttachError> {
@@ -1513,8 +1667,7 @@ impl Reader {
         group.shared.writer.store(true, Ordering::Relaxed);
         let ibuf = Arc::new(IBuf {
             serial: 0,
-            entries,
-            writer,
+            ring: Arc::new(Ring { entries, writer }),
             reader,
             thread: Mutex::new(None),
         });
@@ -1542,7 +1695,7 @@ impl Reader {
 
     /// The capacity of the reader's IBuf.
     pub fn capacity(&self) -> usize {
-        self.ibuf.entries.len()
+        self.ibuf.ring.entries.len()
     }
 
     /// The reader's counters.
@@ -1567,7 +1720,7 @@ impl Reader {
     /// keep that).
     #[inline]
     fn load_w(&self) -> u64 {
-        self.ibuf.writer.w.load(Ordering::Acquire).max(self.r)
+        self.ibuf.ring.writer.w.load(Ordering::Acquire).max(self.r)
     }
 
     /// Read one entry; under fast-reader preference copy its bytes into `dst`.
@@ -1591,7 +1744,8 @@ impl Reader {
             self.r_index = (self.r % cap) as usize;
         }
         let pos_r = self.r;
-        let e = &self.ibuf.entries[self.r_index];
+        let e = &self.ibuf.ring.entries[self.r_index];
+        self.prefetch_ahead(cap);
         self.r = self.r.wrapping_add(1);
         self.r_index = if self.r_index + 1 == cap as usize {
             0
@@ -1676,6 +1830,98 @@ impl Reader {
         }
     }
 
+    /// PERF: the entries and slots were just written by another core; ask for the entry
+    /// [`AHEAD`]` × 2` positions on and for the slot header and first bytes of the packet
+    /// [`AHEAD`] on (its entry was asked for [`AHEAD`] reads ago), so that the misses overlap
+    /// with the application's work on the packets in between.
+    #[inline(always)]
+    fn prefetch_ahead(&self, cap: u64) {
+        let avail = self.w_cache.wrapping_sub(self.r);
+        let wrap = |i: usize| {
+            if i >= cap as usize {
+                i - cap as usize
+            } else {
+                i
+            }
+        };
+        // `avail <= cap` and `avail > 2 × AHEAD`: the index is less than twice `cap`.
+        if avail > 2 * AHEAD && avail <= cap {
+            let far = wrap(self.r_index + 2 * AHEAD as usize);
+            prefetch(self.ibuf.ring.entries[far..].as_ptr().cast());
+        }
+        if avail > AHEAD && avail <= cap {
+            let near = wrap(self.r_index + AHEAD as usize);
+            let index = (self.ibuf.ring.entries[near].meta.load(Ordering::Relaxed) >> 32) as u32;
+            let s = &*self.shared;
+            if index < s.slots {
+                prefetch(s.header(index).as_ptr().cast());
+                let base = index as usize * s.slot_words;
+                prefetch(s.words[base..].as_ptr().cast());
+            }
+        }
+    }
+
+    /// [`Reader::next`] under slow-reader preference: the packet is read in its slot. The
+    /// same checks as [`Reader::step`], on the path a libpcap capture loop takes per packet
+    /// (PERF: no copy, no intermediate `Step`).
+    #[inline]
+    fn next_in_place(&mut self) -> Option<Delivered<'_>> {
+        loop {
+            if self.r == self.w_cache {
+                self.w_cache = self.load_w();
+                if self.r == self.w_cache {
+                    return None;
+                }
+            }
+            let cap = self.ibuf.cap();
+            if self.w_cache - self.r > cap {
+                // A writer that keeps the protocol never gets here (see `step`).
+                let skip = self.w_cache - cap - self.r;
+                self.lose(skip);
+                self.r = self.r.wrapping_add(skip);
+                self.r_index = (self.r % cap) as usize;
+            }
+            let e = &self.ibuf.ring.entries[self.r_index];
+            // Relaxed: the entries before `W_i` were published by the writer's `Release` store
+            // of `W_i`, which `load_w` read with `Acquire`.
+            let pos = e.pos.load(Ordering::Relaxed);
+            let meta = e.meta.load(Ordering::Relaxed);
+            let ecap = e.cap.load(Ordering::Relaxed) as usize;
+            self.prefetch_ahead(cap);
+            self.r = self.r.wrapping_add(1);
+            self.r_index = if self.r_index + 1 == cap as usize {
+                0
+            } else {
+                self.r_index + 1
+            };
+            let index = (meta >> 32) as u32;
+            let s = &*self.shared;
+            if index >= s.slots {
+                self.lose(1);
+                continue;
+            }
+            let slot = s.header(index);
+            // Always so with a writer that keeps the protocol; not taken on trust.
+            if slot[0].load(Ordering::Relaxed) != pos.wrapping_add(1) {
+                self.lose(1);
+                continue;
+            }
+            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
+            let len = len.min(ecap).min(s.room(index));
+            self.deliver_one();
+            let lost_before = std::mem::take(&mut self.lost_pending);
+            return Some(Delivered {
+                data: self.slot_bytes(index, len),
+                wire_len,
+                timestamp,
+                link_type,
+                result: meta as u32,
+                slot: SlotRef { seq: pos, index },
+                lost_before,
+            });
+        }
+    }
+
     fn lose(&mut self, n: u64) {
         // Wrapping: the counters start from the control page, which another process writes.
         self.overwritten = self.overwritten.wrapping_add(n);
@@ -1686,6 +1932,7 @@ impl Reader {
             .store(self.overwritten, Ordering::Relaxed);
     }
 
+    #[inline]
     fn deliver_one(&mut self) {
         self.delivered = self.delivered.wrapping_add(1);
         self.ibuf
@@ -1695,6 +1942,7 @@ impl Reader {
     }
 
     /// The `len` bytes of the packet at slot `index` under slow-reader preference.
+    #[inline]
     fn slot_bytes(&self, index: u32, len: usize) -> &[u8] {
         let p = self.shared.data(index, len).as_ptr() as *const u8;
         // SAFETY: `p` points at the data words of the packet's slots, contiguous and at least
@@ -1714,7 +1962,11 @@ impl Reader {
     /// The packet stays held (slow-reader preference: the writer will not reuse its slot) until
     /// [`Reader::release`]; call it after a batch.
     #[allow(clippy::should_implement_trait)]
+    #[inline]
     pub fn next(&mut self) -> Option<Delivered<'_>> {
+        if self.shared.pref == Preference::SlowReader {
+            return self.next_in_place();
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         let meta = loop {
             match self.step(&mut scratch) {
@@ -1786,6 +2038,7 @@ impl Reader {
 
     /// Release everything read so far: the writer may reuse those entries and slots (slow-reader
     /// preference). One `Release` store; call it per batch, not per packet.
+    #[inline]
     pub fn release(&mut self) {
         self.ibuf.reader.r.store(self.r, Ordering::Release);
     }
@@ -1863,7 +2116,7 @@ impl Reader {
             // Pairs with the creator's fence in `wake_attached`: either it sees the target or
             // we see its `W_i`.
             fence(Ordering::SeqCst);
-            let w = ibuf.writer.w.load(Ordering::Acquire);
+            let w = ibuf.ring.writer.w.load(Ordering::Acquire);
             let finished = self.shared.finished();
             let avail = self.available();
             if avail >= n || finished || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
@@ -1877,7 +2130,7 @@ impl Reader {
                 }
                 nap = nap.min(d - now);
             }
-            futex_wait(&ibuf.writer.w, w as u32, nap);
+            futex_wait(&ibuf.ring.writer.w, w as u32, nap);
         };
         ibuf.reader.wait_target.store(0, Ordering::Relaxed);
         avail
@@ -1895,14 +2148,14 @@ impl Reader {
         if target == 0 {
             return false;
         }
-        let w = self.ibuf.writer.w.load(Ordering::Relaxed);
+        let w = self.ibuf.ring.writer.w.load(Ordering::Relaxed);
         if (w >= target || force)
             && rs
                 .wait_target
                 .compare_exchange(target, 0, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            futex_wake(&self.ibuf.writer.w);
+            futex_wake(&self.ibuf.ring.writer.w);
             return true;
         }
         false
@@ -2105,6 +2358,7 @@ impl Callbacks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     /// Reads that found their slot overwritten after copying it (so tests can show that the
     /// race they exercise happens).
@@ -2156,6 +2410,122 @@ mod tests {
         let ro = |reg: &Region| Region::map(reg.read_only_fd().unwrap(), false).unwrap();
         let ctrl = Region::map(regions.ctrl.fd().try_clone_to_owned().unwrap(), true).unwrap();
         Reader::attach(ro(regions.pbuf), ro(regions.ibuf), ctrl).unwrap()
+    }
+
+    #[test]
+    fn readers_sharing_an_ibuf_each_read_every_entry_once() {
+        for pref in [Preference::SlowReader, Preference::FastReader] {
+            let g = Group::new(64, 256, pref);
+            let (a, mut ra) = g.add_reader(16);
+            let mut w = g.writer().unwrap();
+            for seq in 0..5u64 {
+                w.write(&pkt(&payload(seq)), &[(a, 1)]);
+            }
+            // B joins at the IBuf's end: the first five packets are not its.
+            let (b, mut rb) = g.try_add_reader_sharing(a).unwrap().unwrap();
+            assert!(
+                Arc::ptr_eq(&ra.ibuf.ring, &rb.ibuf.ring),
+                "one ring for both"
+            );
+            let (c, mut rc) = g.add_reader(16);
+            let (mut got_a, mut got_b, mut got_c) = (Vec::new(), Vec::new(), Vec::new());
+            for seq in 5..45u64 {
+                // Delivered through both of the sharing readers (as a plan naming both would):
+                // one entry.
+                w.write(&pkt(&payload(seq)), &[(a, 1), (b, 1), (c, 2)]);
+                for (r, got) in [(&mut ra, &mut got_a), (&mut rb, &mut got_b)] {
+                    while let Some(d) = r.next() {
+                        assert_eq!(d.result, 1);
+                        got.push(check(d.data, usize::MAX).expect("intact"));
+                    }
+                    r.release();
+                }
+                while let Some(d) = rc.next() {
+                    got_c.push(check(d.data, usize::MAX).expect("intact"));
+                }
+                rc.release();
+            }
+            assert_eq!(got_a, (0..45).collect::<Vec<_>>(), "{pref:?}");
+            assert_eq!(got_b, (5..45).collect::<Vec<_>>(), "{pref:?}");
+            assert_eq!(got_c, (5..45).collect::<Vec<_>>(), "{pref:?}");
+            let (sa, sb) = (g.reader_stats(a).unwrap(), g.reader_stats(b).unwrap());
+            assert_eq!((sa.appended, sa.delivered), (45, 45), "{pref:?}");
+            assert_eq!((sb.appended, sb.delivered), (40, 40), "{pref:?}");
+            // A leaves; B keeps reading the ring.
+            drop(ra);
+            for seq in 45..50u64 {
+                w.write(&pkt(&payload(seq)), &[(b, 1)]);
+            }
+            let mut more = Vec::new();
+            while let Some(d) = rb.next() {
+                more.push(check(d.data, usize::MAX).expect("intact"));
+            }
+            assert_eq!(more, (45..50).collect::<Vec<_>>());
+            assert!(g.try_add_reader_sharing(a).unwrap().is_none(), "A is gone");
+        }
+    }
+
+    #[test]
+    fn a_shared_ibuf_is_full_when_its_slowest_reader_is_behind() {
+        let g = Group::new(64, 256, Preference::SlowReader);
+        let (a, mut ra) = g.add_reader(8);
+        let (b, mut rb) = g.try_add_reader_sharing(a).unwrap().unwrap();
+        let mut w = g.writer().unwrap();
+        // A reads everything at once; B reads nothing: the ring holds 8 entries.
+        for seq in 0..12u64 {
+            w.write(&pkt(&payload(seq)), &[(a, 0), (b, 0)]);
+            while ra.next().is_some() {}
+            ra.release();
+        }
+        let (sa, sb) = (g.reader_stats(a).unwrap(), g.reader_stats(b).unwrap());
+        // Dropped once per packet for the ring, however many readers it was noted for.
+        assert_eq!((sa.appended, sa.dropped, sa.delivered), (8, 4, 8));
+        assert_eq!((sb.appended, sb.dropped, sb.delivered), (8, 4, 0));
+        let got: Vec<u64> =
+            std::iter::from_fn(|| rb.next().map(|d| check(d.data, 999).unwrap())).collect();
+        assert_eq!(got, (0..8).collect::<Vec<_>>());
+        rb.release();
+        w.write(&pkt(&payload(12)), &[(a, 0), (b, 0)]);
+        assert_eq!(check(rb.next().unwrap().data, 999), Some(12));
+        assert_eq!(check(ra.next().unwrap().data, 999), Some(12));
+        // A full PBuf counts a packet dropped once for the ring too.
+        let g = Group::new(2, 256, Preference::SlowReader);
+        let (a, _ra) = g.add_reader(8);
+        let (b, _rb) = g.try_add_reader_sharing(a).unwrap().unwrap();
+        let mut w = g.writer().unwrap();
+        for seq in 0..5u64 {
+            w.write(&pkt(&payload(seq)), &[(a, 0), (b, 0)]);
+        }
+        assert_eq!(g.reader_stats(a).unwrap().dropped, 3);
+        assert_eq!(g.reader_stats(b).unwrap().dropped, 3);
+    }
+
+    #[test]
+    fn attached_readers_share_an_ibuf_through_their_own_control_pages() {
+        let g = Group::new_shared(64, 256, Preference::SlowReader).unwrap();
+        let (a, ra) = g.try_add_reader(32).unwrap();
+        let (b, rb) = g.try_add_reader_sharing(a).unwrap().unwrap();
+        let (x, y) = (ra.shared_regions().unwrap(), rb.shared_regions().unwrap());
+        assert_eq!(
+            x.ibuf.fd().as_raw_fd(),
+            y.ibuf.fd().as_raw_fd(),
+            "one IBuf file"
+        );
+        assert_ne!(x.ctrl.fd().as_raw_fd(), y.ctrl.fd().as_raw_fd());
+        let mut ca = attach_like_a_client(&ra);
+        let mut cb = attach_like_a_client(&rb);
+        let mut w = g.writer().unwrap();
+        for seq in 0..20u64 {
+            w.write(&pkt(&payload(seq)), &[(b, 3)]);
+        }
+        for c in [&mut ca, &mut cb] {
+            let got: Vec<u64> =
+                std::iter::from_fn(|| c.next().map(|d| check(d.data, 999).unwrap())).collect();
+            assert_eq!(got, (0..20).collect::<Vec<_>>());
+            c.release();
+        }
+        assert_eq!(g.reader_stats(a).unwrap().delivered, 20);
+        assert_eq!(g.reader_stats(b).unwrap().delivered, 20);
     }
 
     #[test]
@@ -2245,13 +2615,13 @@ mod tests {
         let client = attach_like_a_client(&creator);
         let t = Instant::now();
         let waiter = thread::spawn(move || {
-            let w = &client.ibuf.writer.w;
+            let w = &client.ibuf.ring.writer.w;
             futex_wait(w, w.load(Ordering::Relaxed) as u32, Duration::from_secs(5));
             client
         });
         let mut client = loop {
             thread::sleep(Duration::from_millis(20));
-            futex_wake(&creator.ibuf.writer.w);
+            futex_wake(&creator.ibuf.ring.writer.w);
             if waiter.is_finished() {
                 break waiter.join().unwrap();
             }

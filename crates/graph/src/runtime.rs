@@ -72,6 +72,14 @@ pub struct FlowOptions {
     pub max_packet: u32,
     /// IBuf entries of the flow.
     pub ibuf: usize,
+    /// Share the IBuf with another flow of the group opened with `share_ibuf` that receives
+    /// exactly the same packets (the same last filter instances) and has as many IBuf
+    /// entries: the capture loop then appends one entry per packet for all of them, each
+    /// flow keeping its own read cursor. Such a flow cannot be paused while it shares its
+    /// IBuf (the others would stop too); under slow-reader preference the IBuf is full when
+    /// its slowest reader has not caught up. For applications that read every packet of a
+    /// flow and never pause it, e.g. many copies of one capture tool on a link.
+    pub share_ibuf: bool,
     /// The flow's callback period in packets, if it asks for callbacks (checked by the policy).
     pub callback_every: Option<u64>,
     /// The source a flow without one starts from (a filter of a source class, e.g. `(file,
@@ -89,6 +97,7 @@ impl Default for FlowOptions {
             slot_size: 2048,
             max_packet: 0,
             ibuf: 4096,
+            share_ibuf: false,
             callback_every: None,
             default_source: None,
         }
@@ -135,6 +144,8 @@ struct Flow {
     ends: Vec<NodeId>,
     group: String,
     reader: Option<ReaderId>,
+    /// The IBuf the flow reads (flows sharing one have the same number).
+    ibuf: u64,
 }
 
 struct GroupEntry {
@@ -268,6 +279,7 @@ impl Runtime {
                 ends: Vec::new(),
                 group,
                 reader: None,
+                ibuf: id,
             },
         );
         Ok(id)
@@ -338,6 +350,24 @@ impl Runtime {
 
     /// Start delivering to the flow; returns its reader (the application's end).
     pub fn activate(&mut self, id: FlowId) -> Result<Reader, FlowError> {
+        // A flow to share the IBuf with: same group, same last filter instances, same size.
+        let partner = self.flows.get(&id).and_then(|me| {
+            if !me.opts.share_ibuf {
+                return None;
+            }
+            self.flows
+                .iter()
+                .filter(|&(&other, _)| other != id)
+                .map(|(_, f)| f)
+                .find(|f| {
+                    f.opts.share_ibuf
+                        && f.state == FlowState::Active
+                        && f.group == me.group
+                        && f.ends == me.ends
+                        && f.opts.ibuf.max(1) == me.opts.ibuf.max(1)
+                })
+                .and_then(|f| Some((f.reader?, f.ibuf)))
+        });
         let flow = self
             .flows
             .get_mut(&id)
@@ -370,11 +400,27 @@ impl Runtime {
                 v.insert(GroupEntry { group, slot })
             }
         };
-        let (rid, reader) = entry
-            .group
-            .try_add_reader(flow.opts.ibuf.max(1))
-            .map_err(|e| FlowError::new(format!("cannot create the flow's index buffer: {e}")))?;
+        let err = |e| FlowError::new(format!("cannot create the flow's index buffer: {e}"));
+        let shared = match partner {
+            Some((with, ibuf)) => entry
+                .group
+                .try_add_reader_sharing(with)
+                .map_err(err)?
+                .map(|r| (r, ibuf)),
+            None => None,
+        };
+        let ((rid, reader), ibuf) = match shared {
+            Some(x) => x,
+            None => (
+                entry
+                    .group
+                    .try_add_reader(flow.opts.ibuf.max(1))
+                    .map_err(err)?,
+                id,
+            ),
+        };
         flow.reader = Some(rid);
+        flow.ibuf = ibuf;
         flow.state = FlowState::Active;
         self.plan = None;
         Ok(reader)
@@ -391,8 +437,20 @@ impl Runtime {
         Ok((id, reader))
     }
 
-    /// Stop delivering to an active flow (its filters keep running for other flows).
+    /// Stop delivering to an active flow (its filters keep running for other flows). A flow
+    /// that shares its IBuf with another open flow ([`FlowOptions::share_ibuf`]) cannot be
+    /// paused.
     pub fn pause(&mut self, id: FlowId) -> Result<(), FlowError> {
+        if let Some(f) = self.flows.get(&id)
+            && let Some((&other, _)) = self
+                .flows
+                .iter()
+                .find(|&(&o, g)| o != id && g.reader.is_some() && g.ibuf == f.ibuf)
+        {
+            return Err(FlowError::new(format!(
+                "flow {id} shares its index buffer with flow {other} (share): it cannot be paused"
+            )));
+        }
         self.set_state(id, FlowState::Active, FlowState::Paused)
     }
 
@@ -576,10 +634,12 @@ impl Runtime {
     /// Rebuild the delivery plan from the flows.
     #[cold]
     fn rebuild_plan(&mut self) {
+        // One target per IBuf: flows sharing one get each packet through one of them.
+        let mut seen = std::collections::HashSet::new();
         let plan = self
             .flows
             .values()
-            .filter(|f| f.state == FlowState::Active)
+            .filter(|f| f.state == FlowState::Active && seen.insert(f.ibuf))
             .filter_map(|f| {
                 Some(Target {
                     ends: f.ends.clone(),
@@ -773,6 +833,69 @@ mod tests {
         assert_eq!(rt.graph().len(), 4);
         rt.close(b);
         assert!(rt.graph().is_empty());
+    }
+
+    #[test]
+    fn flows_with_the_same_last_instance_share_an_ibuf_when_asked() {
+        let mut rt = runtime();
+        let share = FlowOptions {
+            share_ibuf: true,
+            ..FlowOptions::default()
+        };
+        let text = "(gen,3,3000) -> (bpf,\"tcp\")";
+        let (a, mut ra) = rt.open(text, share.clone()).unwrap();
+        let (b, mut rb) = rt.open(text, share.clone()).unwrap();
+        // Not asked: its own IBuf; another filter: its own IBuf.
+        let (c, mut rc) = rt.open(text, FlowOptions::default()).unwrap();
+        let (d, mut rd) = rt.open("(gen,3,3000) -> (bpf,\"udp\")", share).unwrap();
+        assert_eq!(rt.node_of(a, 1), rt.node_of(c, 1));
+        let ibuf = |id| rt.flows.get(&id).unwrap().ibuf;
+        assert_eq!(ibuf(a), ibuf(b));
+        assert_ne!(ibuf(a), ibuf(c));
+        assert_ne!(ibuf(a), ibuf(d));
+        let e = rt.pause(b).unwrap_err();
+        assert_eq!(
+            e.message(),
+            format!("flow {b} shares its index buffer with flow {a} (share): it cannot be paused")
+        );
+        rt.pause(d).unwrap();
+        rt.resume(d).unwrap();
+        // Half the packets, then A leaves: B keeps its packets. C (its own IBuf, the same
+        // filter instance) is the reference.
+        for _ in 0..1500 {
+            rt.step().unwrap();
+        }
+        let read = |r: &mut Reader| {
+            let v: Vec<Vec<u8>> =
+                std::iter::from_fn(|| r.next().map(|d| d.data.to_vec())).collect();
+            r.release();
+            v
+        };
+        let mut want = read(&mut rc);
+        assert!(want.len() > 100);
+        assert_eq!(read(&mut ra), want);
+        let mut got_b = read(&mut rb);
+        assert_eq!(got_b, want);
+        rt.close(a);
+        drop(ra);
+        rt.run().unwrap();
+        got_b.extend(read(&mut rb));
+        want.extend(read(&mut rc));
+        assert_eq!(got_b, want);
+        assert!(!read(&mut rd).is_empty());
+        let st = rt.group_stats(rt.group_of(b).unwrap()).unwrap();
+        assert_eq!(st.readers, 3);
+        let (sb, sc) = (ra_stats(&rt, b), ra_stats(&rt, c));
+        assert_eq!((sb.appended, sb.dropped), (want.len() as u64, 0));
+        assert_eq!(sb.appended, sc.appended);
+    }
+
+    fn ra_stats(rt: &Runtime, id: FlowId) -> crate::buffer::ReaderStats {
+        let f = rt.flows.get(&id).unwrap();
+        rt.groups[&f.group]
+            .group
+            .reader_stats(f.reader.unwrap())
+            .unwrap()
     }
 
     #[test]

@@ -122,6 +122,9 @@ pub(crate) fn open_options(snaplen: i32, buffer_size: i32) -> OpenOptions {
         max_packet: max,
         ibuf: slots.min(netsift_daemon::proto::MAX_IBUF),
         callback_every: None,
+        // A libpcap handle reads every packet of its flow and never pauses it: copies of one
+        // tool with the same filter read one IBuf.
+        share: true,
     }
 }
 

@@ -373,6 +373,11 @@ impl AfPacket {
             }
             self.next_pkt += 1;
             self.next_off = off + next;
+            // PERF: the kernel wrote the block on another core; ask for the next packet's
+            // header and first bytes while this one is handled.
+            if self.next_pkt < num {
+                sys::prefetch(h.wrapping_add(next), 5);
+            }
             let keep = match (pkttype == libc::PACKET_OUTGOING, self.direction) {
                 // The loopback device shows each packet twice: once out, once in.
                 (true, _) if self.loopback => false,

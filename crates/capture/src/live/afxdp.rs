@@ -273,21 +273,6 @@ impl Queue {
     }
 }
 
-/// A hint to bring the cache lines at `p` into the cache (no effect elsewhere than x86-64).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetching never faults, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch(p.cast(), _MM_HINT_T0);
-        _mm_prefetch(p.wrapping_add(64).cast(), _MM_HINT_T0);
-        _mm_prefetch(p.wrapping_add(128).cast(), _MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// AF_XDP sockets on an interface (see the module docs).
 pub struct AfXdp {
     queues: Vec<Queue>,
@@ -410,10 +395,11 @@ impl AfXdp {
                 let next =
                     unsafe { std::ptr::read_unaligned(q.rx.desc.add(ahead * 16) as *const u64) }
                         as usize;
-                prefetch(
+                super::sys::prefetch(
                     q.umem
                         .ptr()
                         .wrapping_add(next.min(umem_len.saturating_sub(64))),
+                    3,
                 );
             }
             let base = addr & !(u64::from(q.frame_size) - 1);
