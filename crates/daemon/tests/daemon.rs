@@ -308,7 +308,12 @@ fn flows_asking_to_share_read_one_ibuf() {
     assert!(e.to_string().contains("cannot be paused"), "{e}");
     let want = expected(13, 4000, "tcp");
     let got_a = drain(&mut a);
-    assert!(got_a == want, "A: {} packets of {}", got_a.len(), want.len());
+    assert!(
+        got_a == want,
+        "A: {} packets of {}",
+        got_a.len(),
+        want.len()
+    );
     // B and X joined while the source ran: each has the packets from its start on.
     for got in [drain(&mut b), drain(&mut x)] {
         assert!(
