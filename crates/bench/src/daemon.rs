@@ -17,8 +17,13 @@
 //! synthetic mix at a fixed rate from the other end; after a drain pause the applications get
 //! SIGINT and report what they captured. CPU per packet sent:
 //!
-//! - **process**: user + system time of the applications (`wait4`) and the daemon's CPU time
-//!   from before they connected to after they left;
+//! - **process**: the CPU time of the applications and the daemon (schedstat, every thread)
+//!   from when the applications are running (300 ms after they said "listening") to after the
+//!   drain pause: what capturing costs per packet, as for a long-running monitor;
+//! - **start+stop**: the rest of their CPU time (the applications' `wait4` total and the
+//!   daemon's from before they connected to after they left, minus the window): setting up
+//!   rings or shared buffers and flows, and tearing them down — once per application start,
+//!   reported per application in milliseconds;
 //! - **kernel**: the sending thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) — the soft
 //!   interrupts that deliver its frames run in its context: the copy into every socket's ring,
 //!   each socket's filter, the wake-ups — plus the `ksoftirqd` threads' (schedstat, for what
@@ -110,8 +115,14 @@ struct Run {
     captured: u64,
     /// Packets the applications report dropped, summed.
     dropped: u64,
-    /// CPU seconds of the applications and the daemon.
+    /// CPU seconds of the applications and the daemon while the frames were sent and drained
+    /// (the capture's cost per packet; start and stop excluded).
     cpu: f64,
+    /// The daemon's part of `cpu`.
+    daemon: f64,
+    /// CPU seconds of the applications and the daemon outside that window: starting (the
+    /// buffers, the daemon's flows) and stopping.
+    setup: f64,
     /// CPU seconds of the sending thread (with the soft interrupts that delivered its frames
     /// in its context) and of the soft-interrupt threads: the kernel's side of the run.
     system: f64,
@@ -364,6 +375,19 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
     let (count, rate) = (cfg.count, cfg.rate);
     // Let the start-up settle (page faults of fresh processes, the kernel's deferred work).
     std::thread::sleep(Duration::from_millis(300));
+    let pids: Vec<u32> = children.iter().map(|(c, _)| c.id()).collect();
+    let daemon_pid = match via {
+        Via::Daemon { pid, .. } => Some(*pid),
+        _ => None,
+    };
+    let window = || -> Result<(f64, f64), String> {
+        let apps = pids
+            .iter()
+            .map(|&p| process_seconds(p))
+            .sum::<Result<f64, String>>()?;
+        Ok((apps, daemon_pid.map_or(Ok(0.0), process_seconds)?))
+    };
+    let (apps0, daemon_w0) = window()?;
     let soft0 = ksoftirqd_seconds();
     let (sent, sender) = lab.run(|| -> Result<(u64, f64), String> {
         let mut tx = Sender::open(&a).map_err(|e| e.to_string())?;
@@ -376,22 +400,27 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
     })?;
     std::thread::sleep(Duration::from_millis(1000));
     let system = sender + ksoftirqd_seconds() - soft0;
+    let (apps1, daemon_w1) = window()?;
     let mut run = Run {
         sent,
         system,
+        daemon: daemon_w1 - daemon_w0,
+        cpu: apps1 - apps0 + daemon_w1 - daemon_w0,
         ..Run::default()
     };
+    let mut total = 0.0;
     for (c, err) in children {
         let (cpu, text) = stop(c, err, app.name)?;
-        run.cpu += cpu;
+        total += cpu;
         run.captured += number(&text, "packets captured")?;
         run.dropped += number(&text, "packets dropped by kernel")?;
     }
-    if let Via::Daemon { pid, .. } = via {
+    if let Some(pid) = daemon_pid {
         // The daemon's work for this run: from before the applications connected to after
         // they left.
-        run.cpu += process_seconds(*pid)? - daemon0;
+        total += process_seconds(pid)? - daemon0;
     }
+    run.setup = (total - run.cpu).max(0.0);
     Ok(run)
 }
 
@@ -480,22 +509,35 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
     for app in &apps {
         let _ = writeln!(
             out,
-            "{:<10} {:<3} {:<22} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>10}",
+            "{:<10} {:<3} {:<22} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11}",
             "app",
             "K",
             "capture",
             "captured",
             "dropped",
             "process",
+            "(daemon)",
             "kernel",
             "total",
             "process vs",
-            "total vs"
+            "total vs",
+            "start+stop"
         );
         let _ = writeln!(
             out,
-            "{:<10} {:<3} {:<22} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>10}",
-            "", "", "", "", "", "ns/pkt", "ns/pkt", "ns/pkt", "libpcap×K", "libpcap×K"
+            "{:<10} {:<3} {:<22} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11}",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "ns/pkt",
+            "ns/pkt",
+            "ns/pkt",
+            "ns/pkt",
+            "libpcap×K",
+            "libpcap×K",
+            "ms per app"
         );
         for &k in &cfg.apps {
             // Per repetition: the sender alone, then libpcap, then netsiftd, back to back; a
@@ -525,17 +567,23 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
                 let total = cpu + kern;
                 let _ = writeln!(
                     out,
-                    "{:<10} {:<3} {:<22} {:>9} {:>7} {:>9.0} {:>9.0} {:>9.0} {:>9.2}x {:>9.2}x",
+                    "{:<10} {:<3} {:<22} {:>9} {:>7} {:>9.0} {:>9} {:>9.0} {:>9.0} {:>9.2}x {:>9.2}x {:>11.1}",
                     app.name,
                     k,
                     name,
                     r.captured,
                     r.dropped,
                     cpu,
+                    if r.daemon > 0.0 {
+                        format!("{:.0}", ns(r.daemon, r.sent))
+                    } else {
+                        "-".to_string()
+                    },
                     kern,
                     total,
                     cpu / lib_cpu,
-                    total / lib_total
+                    total / lib_total,
+                    r.setup * 1e3 / k as f64
                 );
                 if k == 4 && name == "netsiftd" {
                     goals.push(format!("{} {:.2}x", app.name, total / lib_total));
@@ -553,13 +601,16 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
     let _ = std::fs::remove_dir_all(&libdir);
     let _ = writeln!(
         out,
-        "process: user+system CPU of the K applications (and netsiftd) over the frames sent. kernel: \
-         CPU of the sending thread (with the soft interrupts that delivered its frames in its \
-         context: the copies into every socket's ring, the socket filters, the wake-ups) and of \
-         the ksoftirqd threads, exactly (schedstat), minus the same for a run nobody captures, \
-         made just before (on average {base_ns:.0} ns/pkt, {lo:.0} to {hi:.0} over {} runs). total = process + kernel. \"vs libpcap×K\": \
-         netsiftd's figure over libpcap's (lower is better). Goal: total at K = 4 below 0.5x \
-         (this run: {}). {:.0} s.",
+        "process: CPU of the K applications (and of netsiftd: its part in brackets) while the \
+         frames were sent and drained, exactly (schedstat), over the frames sent: the capture's \
+         cost per packet. start+stop: the CPU the applications (and netsiftd for them) spent \
+         outside that window, starting (buffers, rings, flows) and stopping, per application. \
+         kernel: CPU of the sending thread (with the soft interrupts that delivered its frames \
+         in its context: the copies into every socket's ring, the socket filters, the wake-ups) \
+         and of the ksoftirqd threads, exactly (schedstat), minus the same for a run nobody \
+         captures, made just before (on average {base_ns:.0} ns/pkt, {lo:.0} to {hi:.0} over {} \
+         runs). total = process + kernel. \"vs libpcap×K\": netsiftd's figure over libpcap's \
+         (lower is better). Goal: total at K = 4 below 0.5x (this run: {}). {:.0} s.",
         baseline.len(),
         goals.join(", "),
         t.elapsed().as_secs_f64()

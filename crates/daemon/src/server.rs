@@ -151,6 +151,8 @@ pub struct Daemon {
     finished: bool,
     /// Source errors already logged.
     logged: HashSet<String>,
+    /// The IBufs woken in the current batch ([`Reader::wake_attached_once`]).
+    woken: Vec<usize>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -191,6 +193,7 @@ impl Daemon {
             next_session: 1,
             finished: false,
             logged: HashSet::new(),
+            woken: Vec::new(),
         })
     }
 
@@ -285,11 +288,14 @@ impl Daemon {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }
+        let mut woken = std::mem::take(&mut self.woken);
+        woken.clear();
         for s in self.sessions.values() {
             for r in s.flows.values() {
-                r.wake_attached(ended);
+                r.wake_attached_once(ended, &mut woken);
             }
         }
+        self.woken = woken;
     }
 
     /// Accept connections and answer requests; wait up to `timeout_ms` for the first event.
@@ -516,6 +522,11 @@ impl Daemon {
                     "connection {sid} ({user}): flow {id} in group {group}: {}",
                     graph.trim()
                 ));
+                if let Some(other) = self.runtime.ibuf_shared_with(id) {
+                    self.log(&format!(
+                        "connection {sid} ({user}): flow {id} reads the IBuf of flow {other} (share)"
+                    ));
+                }
                 if let Some(s) = self.sessions.get_mut(&sid) {
                     s.flows.insert(id, reader);
                 }

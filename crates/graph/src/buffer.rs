@@ -573,6 +573,9 @@ struct Shared {
     slot_size: u32,
     /// Data words per slot.
     slot_words: usize,
+    /// log2 of the slot's bytes when that is a power of two (`u32::MAX` otherwise): PERF,
+    /// a shift instead of a division per packet.
+    slot_shift: u32,
     /// The longest packet stored (longer ones are cut): `slot_size` or more — a packet longer
     /// than a slot takes several consecutive slots.
     max_len: u32,
@@ -626,7 +629,12 @@ impl Shared {
     }
 
     /// The slots a packet of `len` bytes takes.
+    #[inline]
     fn slots_for(&self, len: usize) -> u32 {
+        if self.slot_shift != u32::MAX {
+            let size = 1usize << self.slot_shift;
+            return ((len + size - 1) >> self.slot_shift).max(1) as u32;
+        }
         len.div_ceil(self.slot_words * 8).max(1) as u32
     }
 
@@ -737,6 +745,11 @@ impl Group {
                 slots: l.slots,
                 slot_size: l.slot_size,
                 slot_words: l.slot_words(),
+                slot_shift: if (l.slot_words() * 8).is_power_of_two() {
+                    (l.slot_words() * 8).trailing_zeros()
+                } else {
+                    u32::MAX
+                },
                 max_len: l.max_len,
                 headers,
                 words,
@@ -2159,6 +2172,36 @@ impl Reader {
             return true;
         }
         false
+    }
+
+    /// [`Reader::wake_attached`] for the readers of one batch in a row: readers sharing an IBuf
+    /// ([`Group::try_add_reader_sharing`]) wait on one futex word, and one wake-up reaches all
+    /// of them — `woken` (empty at the start of the batch) remembers the IBufs already woken,
+    /// so that each costs one system call per batch, not one per reader. Returns whether a
+    /// wake-up was sent.
+    pub fn wake_attached_once(&self, force: bool, woken: &mut Vec<usize>) -> bool {
+        let key = Arc::as_ptr(&self.ibuf.ring) as usize;
+        if !force && woken.contains(&key) {
+            // Woken with the others (the same word, changed before that wake-up): a reader
+            // that set its target since then sees the new `W_i` before it sleeps.
+            fence(Ordering::SeqCst);
+            let rs = &self.ibuf.reader;
+            let target = rs.wait_target.load(Ordering::Relaxed);
+            if target != 0 && self.ibuf.ring.writer.w.load(Ordering::Relaxed) >= target {
+                let _ = rs.wait_target.compare_exchange(
+                    target,
+                    0,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            return false;
+        }
+        let sent = self.wake_attached(force);
+        if sent {
+            woken.push(key);
+        }
+        sent
     }
 
     /// A non-blocking iterator over the packets available now, copied out; it releases them

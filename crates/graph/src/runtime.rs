@@ -441,12 +441,7 @@ impl Runtime {
     /// that shares its IBuf with another open flow ([`FlowOptions::share_ibuf`]) cannot be
     /// paused.
     pub fn pause(&mut self, id: FlowId) -> Result<(), FlowError> {
-        if let Some(f) = self.flows.get(&id)
-            && let Some((&other, _)) = self
-                .flows
-                .iter()
-                .find(|&(&o, g)| o != id && g.reader.is_some() && g.ibuf == f.ibuf)
-        {
+        if let Some(other) = self.ibuf_shared_with(id) {
             return Err(FlowError::new(format!(
                 "flow {id} shares its index buffer with flow {other} (share): it cannot be paused"
             )));
@@ -512,6 +507,18 @@ impl Runtime {
     /// The node of the flow's `index`-th filter (to compare instances between flows).
     pub fn node_of(&self, id: FlowId, index: usize) -> Option<NodeId> {
         self.flows.get(&id)?.nodes.get(index).copied()
+    }
+
+    /// Another open flow whose IBuf flow `id` shares ([`FlowOptions::share_ibuf`]), the oldest
+    /// if several; `None` if it reads an IBuf of its own.
+    pub fn ibuf_shared_with(&self, id: FlowId) -> Option<FlowId> {
+        let f = self.flows.get(&id)?;
+        f.reader?;
+        self.flows
+            .iter()
+            .filter(|&(&o, g)| o != id && g.reader.is_some() && g.ibuf == f.ibuf)
+            .map(|(&o, _)| o)
+            .min()
     }
 
     /// The shared graph.
@@ -683,6 +690,30 @@ impl Runtime {
         let Some(plan) = self.plan.as_ref() else {
             return;
         };
+        // PERF: one target (one flow, or flows sharing one IBuf — K copies of a tool): write
+        // and deliver directly.
+        if let [t] = plan.as_slice() {
+            let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) else {
+                return;
+            };
+            self.stats.accepted += 1;
+            if let Some(w) = self.writers[t.slot].as_mut() {
+                let view = Pkt {
+                    data: &pkt.data[..p.len.min(pkt.data.len())],
+                    ..pkt
+                };
+                match w.write_packet(&view) {
+                    Some(slot) => {
+                        w.deliver_capped(t.reader, slot, p.result, p.len as u32);
+                    }
+                    None => {
+                        w.note_dropped(t.reader);
+                    }
+                }
+                self.stats.copies += 1;
+            }
+            return;
+        }
         for t in plan {
             if let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) {
                 let e = &mut self.to[t.slot];
@@ -849,10 +880,10 @@ mod tests {
         let (c, mut rc) = rt.open(text, FlowOptions::default()).unwrap();
         let (d, mut rd) = rt.open("(gen,3,3000) -> (bpf,\"udp\")", share).unwrap();
         assert_eq!(rt.node_of(a, 1), rt.node_of(c, 1));
-        let ibuf = |id| rt.flows.get(&id).unwrap().ibuf;
-        assert_eq!(ibuf(a), ibuf(b));
-        assert_ne!(ibuf(a), ibuf(c));
-        assert_ne!(ibuf(a), ibuf(d));
+        assert_eq!(rt.ibuf_shared_with(b), Some(a));
+        assert_eq!(rt.ibuf_shared_with(a), Some(b));
+        assert_eq!(rt.ibuf_shared_with(c), None);
+        assert_eq!(rt.ibuf_shared_with(d), None);
         let e = rt.pause(b).unwrap_err();
         assert_eq!(
             e.message(),

@@ -4,7 +4,8 @@
 //! daemon run the filter (`(device,"nsb") -> (bpf,"EXPR")`, in its log) and prints, for the
 //! frames sent on the other end, exactly what the real tcpdump prints when it reads those frames
 //! from a file. With `NETSIFT_PCAP_DIRECT=1` the same run captures directly (the daemon sees no
-//! flow). When the daemon goes away, tcpdump stops with an error instead of waiting forever.
+//! flow). Two copies with the same filter read one IBuf of the daemon, each all its packets.
+//! When the daemon goes away, tcpdump stops with an error instead of waiting forever.
 //!
 //! Needs root (namespaces, `CAP_NET_RAW`), the `ip` command and `netsiftd`
 //! (`cargo build -p netsift-daemon`).
@@ -304,6 +305,34 @@ fn tcpdump_captures_through_netsiftd() {
     }
     let log = setup.daemon.stderr();
     assert!(log.contains(") gone: closed flows"), "{log}");
+}
+
+#[test]
+fn two_tcpdumps_with_one_filter_share_the_daemons_index_buffer() {
+    let setup = Setup::new("share");
+    let frames = frames();
+    let want = expected(&frames, "share");
+    let mut one = setup.tcpdump(Some(COUNT), false);
+    let mut two = setup.tcpdump(Some(COUNT), false);
+    setup.send(&frames);
+    for td in [&mut one, &mut two] {
+        let status = td.wait(Duration::from_secs(20));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "tcpdump: {status:?} {}\nnetsiftd: {}",
+            td.stderr(),
+            setup.daemon.stderr()
+        );
+        let got: Vec<String> = td.stdout().lines().map(str::to_string).collect();
+        assert_eq!(got, want, "stderr: {}", td.stderr());
+    }
+    // The second copy's flow reads the first one's IBuf: one entry per packet for both.
+    let log = setup.daemon.stderr();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("reads the IBuf of flow") && l.ends_with("(share)")),
+        "{log}"
+    );
 }
 
 #[test]
