@@ -476,21 +476,17 @@ impl IBuf {
     }
 
     fn stats(&self) -> ReaderStats {
-        let r = &self.reader;
+        let (r, w) = (&self.reader, &self.ring.writer);
+        // The IBuf's counters count from when this reader joined it.
+        let since = |count: &AtomicU64, base: &AtomicU64| {
+            count
+                .load(Ordering::Relaxed)
+                .wrapping_sub(base.load(Ordering::Relaxed))
+        };
         ReaderStats {
-            appended: self
-                .ring
-                .writer
-                .appended
-                .load(Ordering::Relaxed)
-                .wrapping_sub(r.appended_base.load(Ordering::Relaxed)),
+            appended: since(&w.appended, &r.appended_base),
             delivered: r.delivered.load(Ordering::Relaxed),
-            dropped: self
-                .ring
-                .writer
-                .dropped
-                .load(Ordering::Relaxed)
-                .wrapping_sub(r.dropped_base.load(Ordering::Relaxed)),
+            dropped: since(&w.dropped, &r.dropped_base),
             overwritten: r.overwritten.load(Ordering::Relaxed),
         }
     }
