@@ -15,8 +15,8 @@
 //! netsift's `libpcap.so` (release) itself.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -30,32 +30,8 @@ use common::{BIN, frames, lab, send, tmp};
 /// the binaries of the package it tests, but does not refresh a cdylib's copy in the target
 /// directory — a stale library there would quietly capture without the daemon.
 fn built() -> (PathBuf, PathBuf) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "netsift-pcap",
-            "-p",
-            "netsift-daemon",
-        ])
-        .status()
-        .expect("run cargo to build netsiftd and the libpcap library");
-    assert!(
-        status.success(),
-        "cargo build --release -p netsift-pcap -p netsift-daemon failed"
-    );
-    let (daemon, so) = (
-        target.join("release/netsiftd"),
-        target.join("release/libpcap.so"),
-    );
+    let release = netsift_testkit::build::release(&["netsift-pcap", "netsift-daemon"]);
+    let (daemon, so) = (release.join("netsiftd"), release.join("libpcap.so"));
     assert!(
         daemon.is_file() && so.is_file(),
         "{} or {} missing",

@@ -1509,7 +1509,6 @@ pub struct OwnedPacket {
 /// A slot's header as read.
 #[derive(Clone, Copy)]
 struct Meta {
-    len: usize,
     wire_len: u32,
     timestamp: Timestamp,
     link_type: LinkType,
@@ -1566,14 +1565,13 @@ impl fmt::Debug for Reader {
     }
 }
 
-/// The result of trying to read one entry.
+/// The result of trying to read one entry under fast-reader preference.
 enum Step {
     /// Nothing to read.
     Empty,
     /// The entry or its slot was overwritten (counted).
     Lost,
-    /// A packet; its bytes are in the slot (slow-reader preference) or in the destination
-    /// buffer (fast-reader preference).
+    /// A packet, its bytes copied into the destination buffer.
     Got(Meta),
 }
 
@@ -1732,28 +1730,26 @@ impl Reader {
         self.ibuf.ring.writer.w.load(Ordering::Acquire).max(self.r)
     }
 
-    /// Read one entry; under fast-reader preference copy its bytes into `dst`.
+    /// The ring index of the next entry to read and its position, the cursor moved past it;
+    /// `None` when nothing is available. A writer in another process is not trusted to keep
+    /// `W_i` within a ring of the cursor: a reader more than a ring behind skips to the oldest
+    /// entry still there (counted as overwritten), so it never walks 2^64 entries.
     #[inline]
-    fn step(&mut self, dst: &mut Vec<u8>) -> Step {
+    fn take_entry(&mut self) -> Option<(usize, u64)> {
         if self.r == self.w_cache {
             self.w_cache = self.load_w();
             if self.r == self.w_cache {
-                return Step::Empty;
+                return None;
             }
         }
         let cap = self.ibuf.cap();
-        let frp = self.shared.pref == Preference::FastReader;
-        // Under slow-reader preference a writer that keeps the protocol never gets here; one in
-        // another process is not trusted to, and a reader must not walk 2^64 entries.
         if self.w_cache - self.r > cap {
-            // Fell more than a ring behind: skip to the oldest entry still there.
             let skip = self.w_cache - cap - self.r;
             self.lose(skip);
             self.r = self.r.wrapping_add(skip);
             self.r_index = (self.r % cap) as usize;
         }
-        let pos_r = self.r;
-        let e = &self.ibuf.ring.entries[self.r_index];
+        let taken = (self.r_index, self.r);
         self.prefetch_ahead(cap);
         self.r = self.r.wrapping_add(1);
         self.r_index = if self.r_index + 1 == cap as usize {
@@ -1761,25 +1757,33 @@ impl Reader {
         } else {
             self.r_index + 1
         };
+        Some(taken)
+    }
+
+    /// Fast-reader preference: read one entry and copy its bytes into `dst`, validating the
+    /// entry's and the slot's sequence words around the copy (seqlock).
+    #[inline]
+    fn step_copy(&mut self, dst: &mut Vec<u8>) -> Step {
+        let Some((index, pos_r)) = self.take_entry() else {
+            return Step::Empty;
+        };
+        let e = &self.ibuf.ring.entries[index];
         let t1 = e.tag.load(Ordering::Acquire);
         let pos = e.pos.load(Ordering::Relaxed);
         let meta = e.meta.load(Ordering::Relaxed);
         let cap = e.cap.load(Ordering::Relaxed) as usize;
-        if frp {
-            fence(Ordering::Acquire);
-            let t2 = e.tag.load(Ordering::Relaxed);
-            if t1 != pos_r.wrapping_add(1) || t2 != t1 {
-                self.lose(1);
-                // The writer lapped us: look where it is now, to skip ahead in one step.
-                self.w_cache = self.load_w();
-                return Step::Lost;
-            }
+        fence(Ordering::Acquire);
+        let t2 = e.tag.load(Ordering::Relaxed);
+        if t1 != pos_r.wrapping_add(1) || t2 != t1 {
+            self.lose(1);
+            // The writer lapped us: look where it is now, to skip ahead in one step.
+            self.w_cache = self.load_w();
+            return Step::Lost;
         }
         let slot_ref = SlotRef {
             seq: pos,
             index: (meta >> 32) as u32,
         };
-        let result = meta as u32;
         let s = &*self.shared;
         if slot_ref.index >= s.slots {
             // Only a torn entry could say so, and torn entries were rejected above.
@@ -1787,56 +1791,35 @@ impl Reader {
             return Step::Lost;
         }
         let slot = s.header(slot_ref.index);
-        if frp {
-            let s1 = slot[0].load(Ordering::Acquire);
-            if s1 != pos.wrapping_add(1) {
-                self.lose(1);
-                return Step::Lost;
-            }
-            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
-            let len = len.min(cap).min(s.room(slot_ref.index));
-            let words = s.data(slot_ref.index, len);
-            dst.clear();
-            dst.resize(words.len() * 8, 0);
-            for (bytes, word) in dst.chunks_exact_mut(8).zip(words) {
-                bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
-            }
-            dst.truncate(len);
-            fence(Ordering::Acquire);
-            if slot[0].load(Ordering::Relaxed) != s1 {
-                #[cfg(test)]
-                tests::TORN.fetch_add(1, Ordering::Relaxed);
-                self.lose(1);
-                return Step::Lost;
-            }
-            self.deliver_one();
-            Step::Got(Meta {
-                len,
-                wire_len,
-                timestamp,
-                link_type,
-                result,
-                slot: slot_ref,
-            })
-        } else {
-            // Always so with a writer that keeps the protocol; a reader of another process's
-            // buffers does not take that on trust.
-            if slot[0].load(Ordering::Relaxed) != pos.wrapping_add(1) {
-                self.lose(1);
-                return Step::Lost;
-            }
-            let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
-            let len = len.min(cap).min(s.room(slot_ref.index));
-            self.deliver_one();
-            Step::Got(Meta {
-                len,
-                wire_len,
-                timestamp,
-                link_type,
-                result,
-                slot: slot_ref,
-            })
+        let s1 = slot[0].load(Ordering::Acquire);
+        if s1 != pos.wrapping_add(1) {
+            self.lose(1);
+            return Step::Lost;
         }
+        let (len, wire_len, timestamp, link_type) = decode_header(slot, s.max_len);
+        let len = len.min(cap).min(s.room(slot_ref.index));
+        let words = s.data(slot_ref.index, len);
+        dst.clear();
+        dst.resize(words.len() * 8, 0);
+        for (bytes, word) in dst.chunks_exact_mut(8).zip(words) {
+            bytes.copy_from_slice(&word.load(Ordering::Relaxed).to_ne_bytes());
+        }
+        dst.truncate(len);
+        fence(Ordering::Acquire);
+        if slot[0].load(Ordering::Relaxed) != s1 {
+            #[cfg(test)]
+            tests::TORN.fetch_add(1, Ordering::Relaxed);
+            self.lose(1);
+            return Step::Lost;
+        }
+        self.deliver_one();
+        Step::Got(Meta {
+            wire_len,
+            timestamp,
+            link_type,
+            result: meta as u32,
+            slot: slot_ref,
+        })
     }
 
     /// PERF: the entries and slots were just written by another core; ask for the entry
@@ -1870,39 +1853,18 @@ impl Reader {
         }
     }
 
-    /// [`Reader::next`] under slow-reader preference: the packet is read in its slot. The
-    /// same checks as [`Reader::step`], on the path a libpcap capture loop takes per packet
-    /// (PERF: no copy, no intermediate `Step`).
+    /// [`Reader::next`] under slow-reader preference: the packet is read in its slot, on the
+    /// path a libpcap capture loop takes per packet (PERF: no copy, no intermediate `Step`).
     #[inline]
     fn next_in_place(&mut self) -> Option<Delivered<'_>> {
         loop {
-            if self.r == self.w_cache {
-                self.w_cache = self.load_w();
-                if self.r == self.w_cache {
-                    return None;
-                }
-            }
-            let cap = self.ibuf.cap();
-            if self.w_cache - self.r > cap {
-                // A writer that keeps the protocol never gets here (see `step`).
-                let skip = self.w_cache - cap - self.r;
-                self.lose(skip);
-                self.r = self.r.wrapping_add(skip);
-                self.r_index = (self.r % cap) as usize;
-            }
-            let e = &self.ibuf.ring.entries[self.r_index];
+            let (at, _) = self.take_entry()?;
+            let e = &self.ibuf.ring.entries[at];
             // Relaxed: the entries before `W_i` were published by the writer's `Release` store
             // of `W_i`, which `load_w` read with `Acquire`.
             let pos = e.pos.load(Ordering::Relaxed);
             let meta = e.meta.load(Ordering::Relaxed);
             let ecap = e.cap.load(Ordering::Relaxed) as usize;
-            self.prefetch_ahead(cap);
-            self.r = self.r.wrapping_add(1);
-            self.r_index = if self.r_index + 1 == cap as usize {
-                0
-            } else {
-                self.r_index + 1
-            };
             let index = (meta >> 32) as u32;
             let s = &*self.shared;
             if index >= s.slots {
@@ -1960,7 +1922,7 @@ impl Reader {
         // the packet is unreleased: this reader releases it only in `release`, which takes
         // `&mut self` and so cannot run while the returned borrow of `self` lives; dropping
         // the reader (which releases the hold) cannot either. The writer's copy of the bytes
-        // happened before (its `Release` store of `W_i`, our `Acquire` load in `step`).
+        // happened before (its `Release` store of `W_i`, our `Acquire` load in `load_w`).
         unsafe { std::slice::from_raw_parts(p, len) }
     }
 
@@ -1978,7 +1940,7 @@ impl Reader {
         }
         let mut scratch = std::mem::take(&mut self.scratch);
         let meta = loop {
-            match self.step(&mut scratch) {
+            match self.step_copy(&mut scratch) {
                 Step::Empty => {
                     self.scratch = scratch;
                     return None;
@@ -1989,12 +1951,8 @@ impl Reader {
         };
         self.scratch = scratch;
         let lost_before = std::mem::take(&mut self.lost_pending);
-        let data = match self.shared.pref {
-            Preference::FastReader => &self.scratch[..],
-            Preference::SlowReader => self.slot_bytes(meta.slot.index, meta.len),
-        };
         Some(Delivered {
-            data,
+            data: &self.scratch[..],
             wire_len: meta.wire_len,
             timestamp: meta.timestamp,
             link_type: meta.link_type,
@@ -2006,17 +1964,17 @@ impl Reader {
 
     /// The next packet copied out, or `None` if none is available now (not released).
     pub fn next_owned(&mut self) -> Option<OwnedPacket> {
+        if self.shared.pref == Preference::SlowReader {
+            return self.next_in_place().map(|d| d.to_owned());
+        }
         let mut buf = Vec::new();
         let meta = loop {
-            match self.step(&mut buf) {
+            match self.step_copy(&mut buf) {
                 Step::Empty => return None,
                 Step::Lost => continue,
                 Step::Got(m) => break m,
             }
         };
-        if self.shared.pref == Preference::SlowReader {
-            buf = self.slot_bytes(meta.slot.index, meta.len).to_vec();
-        }
         Some(OwnedPacket {
             data: buf,
             wire_len: meta.wire_len,

@@ -561,11 +561,10 @@ impl Runtime {
         dot::render(&self.graph, &labels)
     }
 
-    /// Process one packet from the next source with input (round robin); `Ok(false)` when
-    /// every source has ended.
-    pub fn step(&mut self) -> Result<bool, FlowError> {
-        // PERF: the live sources are cached per graph generation (they used to be collected
-        // into a new Vec per packet).
+    /// The live sources, taken out of their cache (put them back with the generation returned);
+    /// `None` when every source has ended. PERF: cached per graph generation (they used to be
+    /// collected into a new Vec per packet).
+    fn live_sources(&mut self) -> Option<(u64, Vec<NodeId>)> {
         let generation = self.graph.generation();
         let sources = match self.sources.take() {
             Some((g, s)) if g == generation => s,
@@ -573,8 +572,17 @@ impl Runtime {
         };
         if sources.is_empty() {
             self.sources = Some((generation, sources));
-            return Ok(false);
+            return None;
         }
+        Some((generation, sources))
+    }
+
+    /// Process one packet from the next source with input (round robin); `Ok(false)` when
+    /// every source has ended.
+    pub fn step(&mut self) -> Result<bool, FlowError> {
+        let Some((generation, sources)) = self.live_sources() else {
+            return Ok(false);
+        };
         let n = sources.len();
         for k in 0..n {
             let src = sources[(self.cursor + k) % n];
@@ -602,15 +610,9 @@ impl Runtime {
     /// [`Runtime::step`] does, stopping early when they idle. `Ok(false)` when every source has
     /// ended.
     pub fn step_batch(&mut self, max: usize) -> Result<bool, FlowError> {
-        let generation = self.graph.generation();
-        let sources = match self.sources.take() {
-            Some((g, s)) if g == generation => s,
-            _ => self.graph.live_sources(),
-        };
-        if sources.is_empty() {
-            self.sources = Some((generation, sources));
+        let Some((generation, sources)) = self.live_sources() else {
             return Ok(false);
-        }
+        };
         let src = sources[self.cursor % sources.len()];
         self.cursor = (self.cursor + 1) % sources.len();
         self.sources = Some((generation, sources));

@@ -9,12 +9,14 @@
 //!   with a message saying where it was looked for; they never skip silently.
 //! - [`fuzz`]: the bodies of the fuzz targets, replayable from ordinary tests.
 //! - [`exprgen`]: random filter expressions for property tests.
+//! - [`build`]: release builds of other packages, for tests that run them as processes.
 //! - [`rng`]: a deterministic pseudo-random generator for property-style tests.
 //! - [`reference`](mod@reference): reference answers of the live tests (tcpdump reading a file; the generated
 //!   mix filtered).
 
 #![deny(missing_docs)]
 
+pub mod build;
 pub mod corpus;
 pub mod data;
 pub mod exprgen;

@@ -15,22 +15,10 @@ use std::sync::OnceLock;
 pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(&root)
-            .args(["build", "--release", "--quiet", "-p", "netsift-pcap"])
-            .status()
-            .expect("run cargo to build the cdylib");
-        assert!(
-            status.success(),
-            "cargo build --release -p netsift-pcap failed"
-        );
-        let so = target.join("release/libpcap.so");
+        let release = netsift_testkit::build::release(&["netsift-pcap"]);
+        let so = release.join("libpcap.so");
         assert!(so.is_file(), "{} was not built", so.display());
+        let target = release.parent().expect("target/release").to_path_buf();
         // One directory under target/, replaced atomically (a rename), so that runs leave
         // nothing behind and a running tcpdump keeps the file it mapped.
         let dir = target.join("netsift-libpcap-test");
