@@ -1532,6 +1532,18 @@ fn decode_header(slot: &[AtomicU64], slot_size: u32) -> (usize, u32, Timestamp, 
     )
 }
 
+/// How long a waiting reader sleeps before it looks again: `most`, or less to wake at
+/// `deadline`; `None` once the deadline has passed.
+fn nap(most: Duration, deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(most),
+        Some(d) => {
+            let now = Instant::now();
+            (now < d).then(|| most.min(d - now))
+        }
+    }
+}
+
 /// A reader of a group: the application end of one flow, with its own IBuf ([`Group::add_reader`]).
 /// Dropping it unregisters it and releases its hold on the PBuf.
 pub struct Reader {
@@ -2047,14 +2059,9 @@ impl Reader {
             if avail >= n || finished || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
                 break avail;
             }
-            let mut nap = RECHECK;
-            if let Some(d) = deadline {
-                let now = Instant::now();
-                if now >= d {
-                    break avail;
-                }
-                nap = nap.min(d - now);
-            }
+            let Some(nap) = nap(RECHECK, deadline) else {
+                break avail;
+            };
             if ibuf.reader.wait_target.load(Ordering::Relaxed) == 0 {
                 // The writer took the target when it woke us; set it again.
                 ibuf.reader.wait_target.store(target, Ordering::SeqCst);
@@ -2089,14 +2096,9 @@ impl Reader {
             if avail >= n || finished || stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
                 break avail;
             }
-            let mut nap = ATTACHED_RECHECK;
-            if let Some(d) = deadline {
-                let now = Instant::now();
-                if now >= d {
-                    break avail;
-                }
-                nap = nap.min(d - now);
-            }
+            let Some(nap) = nap(ATTACHED_RECHECK, deadline) else {
+                break avail;
+            };
             futex_wait(&ibuf.ring.writer.w, w as u32, nap);
         };
         ibuf.reader.wait_target.store(0, Ordering::Relaxed);
