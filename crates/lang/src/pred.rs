@@ -243,6 +243,24 @@ pub enum Node {
     Special(Special),
 }
 
+impl Node {
+    /// Whether the node is [`Node::Special`] or a test that reads at a variable offset (scratch
+    /// registers): what keeps a predicate from the optimiser.
+    fn is_special(&self) -> bool {
+        match self {
+            Node::Special(_) => true,
+            Node::Test(t) => matches!(
+                t.field,
+                Field::Packet {
+                    loc: Loc::Var { .. } | Loc::VarIpv4Payload { .. },
+                    ..
+                }
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// A predicate: nodes and a root. Made by a [`Builder`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pred {
@@ -250,6 +268,9 @@ pub struct Pred {
     root: NodeId,
     exact: bool,
     no_optimize: bool,
+    /// Whether any node (reachable or not) is special or reads a variable offset: when not,
+    /// [`Pred::has_special`] needs no walk.
+    any_special: bool,
 }
 
 impl Pred {
@@ -283,7 +304,7 @@ impl Pred {
 
     /// Whether any reachable node is a [`Node::Special`] or uses scratch registers.
     pub fn has_special(&self) -> bool {
-        self.reachable().iter().any(|&id| {
+        self.any_special && self.reachable().iter().any(|&id| {
             matches!(self.node(id), Node::Special(_))
                 || matches!(self.node(id), Node::Test(t) if matches!(t.field, Field::Packet { loc: Loc::Var { .. } | Loc::VarIpv4Payload { .. }, .. }))
         })
@@ -881,6 +902,7 @@ impl Builder {
     /// Finish with `root`.
     pub fn finish(self, root: NodeId) -> Pred {
         Pred {
+            any_special: self.nodes.iter().any(Node::is_special),
             nodes: self.nodes,
             root,
             exact: self.exact,

@@ -524,11 +524,21 @@ fn as_test(v: &Val, op: RelOp, k: u32) -> Option<Test> {
     })
 }
 
+/// The atom of a test or relation node of the predicate, or the constant it folds to: made
+/// once per node however many places of the decision graph it is built in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Atomic {
+    Unknown,
+    Const(bool),
+    Atom(u32),
+}
+
 /// Build the decision graph of `node` with successors `t` and `f`.
 fn build(
     pred: &Pred,
     g: &mut Graph,
     memo: &mut HashMap<(NodeId, Ref, Ref), Ref>,
+    atoms: &mut [Atomic],
     node: NodeId,
     t: Ref,
     f: Ref,
@@ -544,41 +554,30 @@ fn build(
                 f
             }
         }
-        Node::Not(x) => build(pred, g, memo, *x, f, t)?,
+        Node::Not(x) => build(pred, g, memo, atoms, *x, f, t)?,
         Node::And(ops) => {
             let mut next = t;
             for &o in ops.iter().rev() {
-                next = build(pred, g, memo, o, next, f)?;
+                next = build(pred, g, memo, atoms, o, next, f)?;
             }
             next
         }
         Node::Or(ops) => {
             let mut next = f;
             for &o in ops.iter().rev() {
-                next = build(pred, g, memo, o, t, next)?;
+                next = build(pred, g, memo, atoms, o, t, next)?;
             }
             next
         }
-        Node::Test(test) => test_node(g, test.clone(), t, f),
-        Node::Relation(a, op, b) => {
-            let (a, b) = (fold(a)?, fold(b)?);
-            match (&a, &b) {
-                (Val::Const(x), Val::Const(y)) => {
-                    let holds = match op {
-                        RelOp::Gt => x > y,
-                        RelOp::Ge => x >= y,
-                        RelOp::Eq => x == y,
-                    };
-                    if holds { t } else { f }
-                }
-                (_, Val::Const(k)) if as_test(&a, *op, *k).is_some() => {
-                    let test = as_test(&a, *op, *k).unwrap_or_else(|| unreachable!());
-                    test_node(g, test, t, f)
-                }
-                _ => {
-                    let atom = g.atom(Atom::Rel(a, *op, b));
-                    g.node(atom, t, f)
-                }
+        n @ (Node::Test(_) | Node::Relation(..)) => {
+            let slot = &mut atoms[node.0 as usize];
+            if *slot == Atomic::Unknown {
+                *slot = atomic(g, n)?;
+            }
+            match *slot {
+                Atomic::Const(true) => t,
+                Atomic::Const(false) | Atomic::Unknown => f,
+                Atomic::Atom(a) => g.node(a, t, f),
             }
         }
         Node::Special(_) => unreachable!("filters with special nodes are not optimised"),
@@ -587,13 +586,35 @@ fn build(
     Ok(r)
 }
 
-fn test_node(g: &mut Graph, test: Test, t: Ref, f: Ref) -> Ref {
+/// What a test or relation node becomes in the decision graph.
+fn atomic(g: &mut Graph, n: &Node) -> Result<Atomic, CompileError> {
+    Ok(match n {
+        Node::Test(test) => test_atom(g, test.clone()),
+        Node::Relation(a, op, b) => {
+            let (a, b) = (fold(a)?, fold(b)?);
+            match (&a, &b) {
+                (Val::Const(x), Val::Const(y)) => Atomic::Const(match op {
+                    RelOp::Gt => x > y,
+                    RelOp::Ge => x >= y,
+                    RelOp::Eq => x == y,
+                }),
+                (_, Val::Const(k)) if as_test(&a, *op, *k).is_some() => {
+                    let test = as_test(&a, *op, *k).unwrap_or_else(|| unreachable!());
+                    test_atom(g, test)
+                }
+                _ => Atomic::Atom(g.atom(Atom::Rel(a, *op, b))),
+            }
+        }
+        _ => Atomic::Unknown,
+    })
+}
+
+fn test_atom(g: &mut Graph, test: Test) -> Atomic {
     // A value masked to 0 is constant: libpcap's optimiser drops the read.
     if test.mask == 0 {
-        return if eval_cmp(&test.cmp, 0) { t } else { f };
+        return Atomic::Const(eval_cmp(&test.cmp, 0));
     }
-    let atom = g.atom(Atom::Test(test));
-    g.node(atom, t, f)
+    Atomic::Atom(g.atom(Atom::Test(test)))
 }
 
 /// Keys (fields) tested at or below each node, as bitsets: a fact about a key that no later
@@ -1227,6 +1248,9 @@ struct Specialiser {
     /// Per interned knowledge, its [`Liveness::thresholds`] in the current graph (`None`: not
     /// computed yet).
     thresholds: Vec<Option<(u32, u32)>>,
+    /// Scratch for the fact set being made by [`Specialiser::learn`] and
+    /// [`Specialiser::prune`].
+    scratch: FactIds,
 }
 
 impl Specialiser {
@@ -1237,6 +1261,7 @@ impl Specialiser {
             live: Liveness::new(g),
             needs: Needs::new(g),
             thresholds: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -1288,9 +1313,10 @@ impl Specialiser {
         }
         let live = &self.live;
         let table = &mut self.table;
-        let set = table.set(facts).to_vec();
-        let mut kept: FactIds = Vec::with_capacity(set.len());
-        for (k, kid) in set {
+        let mut kept = std::mem::take(&mut self.scratch);
+        kept.clear();
+        for i in 0..table.set(facts).len() {
+            let (k, kid) = table.set(facts)[i];
             if !live.live(r, k) {
                 continue;
             }
@@ -1302,7 +1328,9 @@ impl Specialiser {
                 kept.push((k, table.know(pruned)));
             }
         }
-        table.intern(&kept)
+        let id = table.intern(&kept);
+        self.scratch = kept;
+        id
     }
 
     fn thresholds_of(&mut self, key: u32, kid: u32) -> (u32, u32) {
@@ -1343,12 +1371,22 @@ impl Specialiser {
             Atom::Rel(..) => (&Cmp::Eq(1), 1),
         };
         let table = &mut self.table;
-        let mut f = table.set(facts).to_vec();
+        let mut f = std::mem::take(&mut self.scratch);
+        f.clear();
+        f.extend_from_slice(table.set(facts));
         match f.binary_search_by_key(&fkey, |(k, _)| *k) {
             Ok(i) => {
-                let mut k = table.knows[f[i].1 as usize];
+                let old = table.knows[f[i].1 as usize];
+                let mut k = old;
                 k.learn(cmp, outcome, false);
-                f[i].1 = table.know(k);
+                if k != old {
+                    f[i].1 = table.know(k);
+                } else {
+                    // Nothing new: the same set.
+                    self.scratch = f;
+                    self.learned.insert((facts, atom, outcome), facts);
+                    return facts;
+                }
             }
             Err(i) => {
                 let mut k = Know::new(hi);
@@ -1358,6 +1396,7 @@ impl Specialiser {
             }
         }
         let id = table.intern(&f);
+        self.scratch = f;
         self.learned.insert((facts, atom, outcome), id);
         id
     }
@@ -1447,10 +1486,15 @@ fn specialise(g0: &Graph, sp: &mut Specialiser, root: Ref, budget: usize) -> Opt
                     stack.push(Frame::Enter(next, facts));
                     continue;
                 }
-                let (ft, ff) = (
-                    sp.learn(g0, facts, n.atom, true),
-                    sp.learn(g0, facts, n.atom, false),
-                );
+                // A terminal ignores the facts it is entered with: nothing to learn for it.
+                let learn = |sp: &mut Specialiser, s: Ref, outcome: bool| {
+                    if s < FIRST {
+                        0
+                    } else {
+                        sp.learn(g0, facts, n.atom, outcome)
+                    }
+                };
+                let (ft, ff) = (learn(sp, n.t, true), learn(sp, n.f, false));
                 stack.push(Frame::Finish { key, atom: n.atom });
                 stack.push(Frame::Enter(n.f, ff));
                 stack.push(Frame::Enter(n.t, ft));
@@ -1622,7 +1666,16 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, Com
     let size = 3 * pred.nodes().len();
     let mut g0 = Graph::with_capacity(size);
     let mut memo = HashMap::with_capacity_and_hasher(size, Default::default());
-    let root = build(pred, &mut g0, &mut memo, pred.root(), ACCEPT, REJECT)?;
+    let mut atoms = vec![Atomic::Unknown; pred.nodes().len()];
+    let root = build(
+        pred,
+        &mut g0,
+        &mut memo,
+        &mut atoms,
+        pred.root(),
+        ACCEPT,
+        REJECT,
+    )?;
     let g0_root = root;
     if fast && root >= FIRST && nothing_to_specialise(&g0) {
         let (g, root) = regroup(&g0, root);
