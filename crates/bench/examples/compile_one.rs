@@ -1,5 +1,6 @@
 //! Compile one benchmark filter many times, timing each stage, for profilers:
-//! `cargo run --release -p netsift-bench --example compile_one -- INDEX [ROUNDS]`.
+//! `cargo run --release -p netsift-bench --example compile_one -- INDEX [ROUNDS] [whole]`;
+//! with `whole`, only the whole optimised pipeline runs (as `netsift bench compile` times it).
 use std::time::Instant;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -11,6 +12,16 @@ fn main() {
     let idx: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2);
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
     let f = &workload::compile_filters()[idx];
+    if args.get(3).map(String::as_str) == Some("whole") {
+        let mut n = 0;
+        let t = Instant::now();
+        for _ in 0..rounds {
+            n += netsift_bench::suite::netsift_compile(std::hint::black_box(&f.expr)).unwrap_or(0);
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+        println!("{}: whole pipeline {us:.3}us ({n})", f.name);
+        return;
+    }
     let ctx = netsift_lang::Context::new(netsift_capture::LinkType::ETHERNET);
     let (mut t_lex, mut t_parse, mut t_lower, mut t_opt, mut t_unopt) = (0.0, 0.0, 0.0, 0.0, 0.0);
     let mut n = 0;

@@ -134,6 +134,60 @@ impl Libpcap {
     }
 }
 
+/// A dead handle (`pcap_open_dead`) kept open for repeated `pcap_compile` calls: what a program
+/// that compiles filters pays per filter, without the handle's own creation.
+pub struct DeadHandle<'a> {
+    lib: &'a Libpcap,
+    p: *mut c_void,
+}
+
+impl Libpcap {
+    /// A dead handle for DLT `dlt` and snapshot length `snaplen`.
+    pub fn dead(&self, dlt: i32, snaplen: i32) -> Result<DeadHandle<'_>, String> {
+        // SAFETY: pcap_open_dead has no preconditions; the handle is closed on drop.
+        let p = unsafe { (self.open_dead)(dlt, snaplen) };
+        if p.is_null() {
+            return Err("pcap_open_dead failed".into());
+        }
+        Ok(DeadHandle { lib: self, p })
+    }
+}
+
+impl DeadHandle<'_> {
+    /// `pcap_compile` then `pcap_freecode`: the number of instructions (netmask unknown).
+    pub fn compile_len(&self, expr: &CStr, optimize: bool) -> Result<usize, String> {
+        let mut prog = BpfProgram {
+            bf_len: 0,
+            bf_insns: std::ptr::null_mut(),
+        };
+        // SAFETY: a live handle, a NUL-terminated expression, a program freed right after.
+        unsafe {
+            if (self.lib.compile)(
+                self.p,
+                &mut prog,
+                expr.as_ptr(),
+                c_int::from(optimize),
+                0xffff_ffff,
+            ) != 0
+            {
+                return Err(CStr::from_ptr((self.lib.geterr)(self.p))
+                    .to_string_lossy()
+                    .into_owned());
+            }
+            let n = prog.bf_len as usize;
+            (self.lib.freecode)(&mut prog);
+            Ok(n)
+        }
+    }
+}
+
+impl Drop for DeadHandle<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from pcap_open_dead and is closed once.
+        unsafe { (self.lib.close)(self.p) }
+    }
+}
+
 /// A program compiled by libpcap's `pcap_compile`, run by its `bpf_filter`.
 pub struct LibpcapProgram<'a> {
     lib: &'a Libpcap,
