@@ -54,6 +54,9 @@ pub struct Config {
     pub reps: usize,
     /// Application counts.
     pub apps: Vec<usize>,
+    /// Pin the sending thread to the first CPU and the captures (applications, daemon) to
+    /// the others (`NETSIFT_BENCH_PIN=1`; needs at least two CPUs).
+    pub pin: bool,
 }
 
 impl Default for Config {
@@ -63,14 +66,15 @@ impl Default for Config {
             rate: 100_000,
             reps: 3,
             apps: vec![1, 2, 4],
+            pin: false,
         }
     }
 }
 
 impl Config {
     /// The defaults, with `NETSIFT_BENCH_RATE` (frames/s; the count follows: 3 s of traffic),
-    /// `NETSIFT_BENCH_REPS` and `NETSIFT_BENCH_APPS` (application counts, e.g. `4` or `1,2,4`)
-    /// when set.
+    /// `NETSIFT_BENCH_REPS`, `NETSIFT_BENCH_APPS` (application counts, e.g. `4` or `1,2,4`) and
+    /// `NETSIFT_BENCH_PIN` when set.
     pub fn from_env() -> Result<Config, String> {
         let mut c = Config::default();
         let num = |name: &str| -> Result<Option<u64>, String> {
@@ -91,6 +95,7 @@ impl Config {
         if let Some(reps) = num("NETSIFT_BENCH_REPS")? {
             c.reps = reps as usize;
         }
+        c.pin = std::env::var("NETSIFT_BENCH_PIN").is_ok_and(|v| v == "1");
         if let Ok(v) = std::env::var("NETSIFT_BENCH_APPS") {
             c.apps = v
                 .split(',')
@@ -104,6 +109,39 @@ impl Config {
                 .ok_or_else(|| format!("NETSIFT_BENCH_APPS={v}: not a list like 1,2,4"))?;
         }
         Ok(c)
+    }
+}
+
+/// CPUs `[first, last]` this process may run on, when pinning is possible (two or more).
+fn cpus() -> Option<(usize, usize)> {
+    let n = std::thread::available_parallelism().ok()?.get();
+    (n >= 2).then(|| (0, n - 1))
+}
+
+/// Restrict the calling thread to CPUs `from..=to`.
+fn pin_to(from: usize, to: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays within it for the CPU
+    // numbers the system reported; sched_setaffinity(0) affects the calling thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for c in from..=to {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// With `pin`, make `cmd`'s process run on the capture CPUs (all but the first).
+fn pin_captures(cmd: &mut std::process::Command, pin: bool) {
+    use std::os::unix::process::CommandExt;
+    if let (true, Some((_, last))) = (pin, cpus()) {
+        // SAFETY: the closure only calls sched_setaffinity, which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || pin_to(1, last));
+        }
     }
 }
 
@@ -264,13 +302,15 @@ fn start_daemon(
     lab: &Lab,
     netsiftd: &Path,
     socket: &Path,
+    pin: bool,
 ) -> Result<(Child, BufReader<std::process::ChildStderr>), String> {
-    let mut d = lab
-        .command(&netsiftd.display().to_string())
-        .arg("--socket")
+    let mut cmd = lab.command(&netsiftd.display().to_string());
+    cmd.arg("--socket")
         .arg(socket)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    pin_captures(&mut cmd, pin);
+    let mut d = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", netsiftd.display()))?;
     let err = wait_line(&mut d, "listening on", "netsiftd")?;
@@ -360,6 +400,7 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
                 cmd.env("LD_LIBRARY_PATH", libdir)
                     .env("NETSIFT_SOCKET", socket);
             }
+            pin_captures(&mut cmd, cfg.pin);
             let mut c = cmd
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", app.argv[0]))?;
@@ -372,7 +413,7 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
         .map(|p| p.data)
         .collect();
     let a = lab.a.clone();
-    let (count, rate) = (cfg.count, cfg.rate);
+    let (count, rate, pin) = (cfg.count, cfg.rate, cfg.pin);
     // Let the start-up settle (page faults of fresh processes, the kernel's deferred work).
     std::thread::sleep(Duration::from_millis(300));
     let pids: Vec<u32> = children.iter().map(|(c, _)| c.id()).collect();
@@ -390,6 +431,9 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
     let (apps0, daemon_w0) = window()?;
     let soft0 = ksoftirqd_seconds();
     let (sent, sender) = lab.run(|| -> Result<(u64, f64), String> {
+        if pin {
+            pin_to(0, 0).map_err(|e| format!("cannot pin the sender: {e}"))?;
+        }
         let mut tx = Sender::open(&a).map_err(|e| e.to_string())?;
         let mut it = frames.iter().map(Vec::as_slice).cycle();
         let t0 = thread_seconds();
@@ -496,7 +540,7 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
     // the next run's measurement.
     let lab = Lab::new()?;
     let socket = std::env::temp_dir().join(format!("{}.sock", lab.ns));
-    let (dchild, derr) = start_daemon(&lab, &netsiftd, &socket)?;
+    let (dchild, derr) = start_daemon(&lab, &netsiftd, &socket, cfg.pin)?;
     let daemon = Via::Daemon {
         socket: &socket,
         pid: dchild.id(),
@@ -557,6 +601,16 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
                     runs[i].push((r, kern));
                 }
             }
+            // The ratio of each repetition's pair (libpcap, netsiftd): how far one run can
+            // stray from the median.
+            let ratios: Vec<f64> = runs[0]
+                .iter()
+                .zip(&runs[1])
+                .map(|((l, lk), (n, nk))| (ns(n.cpu, n.sent) + nk) / (ns(l.cpu, l.sent) + lk))
+                .collect();
+            let (rlo, rhi) = ratios
+                .iter()
+                .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));
             let mut rows = Vec::new();
             for ((name, _), runs) in vias.iter().zip(runs) {
                 let (r, kern) = median(runs, |(r, kern)| ns(r.cpu, r.sent) + kern);
@@ -586,7 +640,13 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
                     r.setup * 1e3 / k as f64
                 );
                 if k == 4 && name == "netsiftd" {
-                    goals.push(format!("{} {:.2}x", app.name, total / lib_total));
+                    goals.push(format!(
+                        "{} {:.2}x, repetitions {:.2}x to {:.2}x",
+                        app.name,
+                        total / lib_total,
+                        rlo,
+                        rhi
+                    ));
                 }
             }
         }
@@ -610,9 +670,14 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
          and of the ksoftirqd threads, exactly (schedstat), minus the same for a run nobody \
          captures, made just before (on average {base_ns:.0} ns/pkt, {lo:.0} to {hi:.0} over {} \
          runs). total = process + kernel. \"vs libpcap×K\": netsiftd's figure over libpcap's \
-         (lower is better). Goal: total at K = 4 below 0.5x (this run: {}). {:.0} s.",
+         (lower is better). Goal: total at K = 4 below 0.5x (this run: {}).{} {:.0} s.",
         baseline.len(),
-        goals.join(", "),
+        goals.join("; "),
+        if cfg.pin {
+            " The sender was pinned to the first CPU, the captures to the others."
+        } else {
+            ""
+        },
         t.elapsed().as_secs_f64()
     );
     Ok(out)
