@@ -275,18 +275,19 @@ fn compile() -> Result<String, String> {
         "\nlibpcap: pcap_compile + pcap_freecode on one dead handle; netsift: parse, lower, \
          optimise, lay out. Median of 9 samples of ~10 ms each. Goal: 5x. At or above it: {}; \
          below: {}.",
-        if met.is_empty() {
-            "none".to_string()
-        } else {
-            met.join(", ")
-        },
-        if missed.is_empty() {
-            "none".to_string()
-        } else {
-            missed.join(", ")
-        },
+        names(&met),
+        names(&missed),
     );
     Ok(out)
+}
+
+/// `a, b, c`, or `none`.
+fn names(list: &[&str]) -> String {
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list.join(", ")
+    }
 }
 
 /// The JIT suite: Swift Table 5 on the gateway mix, libpcap's programs run by libpcap, the

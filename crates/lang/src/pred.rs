@@ -304,10 +304,11 @@ impl Pred {
 
     /// Whether any reachable node is a [`Node::Special`] or uses scratch registers.
     pub fn has_special(&self) -> bool {
-        self.any_special && self.reachable().iter().any(|&id| {
-            matches!(self.node(id), Node::Special(_))
-                || matches!(self.node(id), Node::Test(t) if matches!(t.field, Field::Packet { loc: Loc::Var { .. } | Loc::VarIpv4Payload { .. }, .. }))
-        })
+        self.any_special
+            && self
+                .reachable()
+                .iter()
+                .any(|&id| self.node(id).is_special())
     }
 
     /// The nodes reachable from the root, in increasing id order.

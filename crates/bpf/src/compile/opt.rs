@@ -528,7 +528,6 @@ fn as_test(v: &Val, op: RelOp, k: u32) -> Option<Test> {
 /// once per node however many places of the decision graph it is built in.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Atomic {
-    Unknown,
     Const(bool),
     Atom(u32),
 }
@@ -538,7 +537,7 @@ fn build(
     pred: &Pred,
     g: &mut Graph,
     memo: &mut HashMap<(NodeId, Ref, Ref), Ref>,
-    atoms: &mut [Atomic],
+    atoms: &mut [Option<Atomic>],
     node: NodeId,
     t: Ref,
     f: Ref,
@@ -570,13 +569,18 @@ fn build(
             next
         }
         n @ (Node::Test(_) | Node::Relation(..)) => {
-            let slot = &mut atoms[node.0 as usize];
-            if *slot == Atomic::Unknown {
-                *slot = atomic(g, n)?;
-            }
-            match *slot {
-                Atomic::Const(true) => t,
-                Atomic::Const(false) | Atomic::Unknown => f,
+            let atom = match atoms[node.0 as usize] {
+                Some(a) => a,
+                None => *atoms[node.0 as usize].insert(atomic(g, n)?),
+            };
+            match atom {
+                Atomic::Const(holds) => {
+                    if holds {
+                        t
+                    } else {
+                        f
+                    }
+                }
                 Atomic::Atom(a) => g.node(a, t, f),
             }
         }
@@ -589,7 +593,6 @@ fn build(
 /// What a test or relation node becomes in the decision graph.
 fn atomic(g: &mut Graph, n: &Node) -> Result<Atomic, CompileError> {
     Ok(match n {
-        Node::Test(test) => test_atom(g, test.clone()),
         Node::Relation(a, op, b) => {
             let (a, b) = (fold(a)?, fold(b)?);
             match (&a, &b) {
@@ -605,7 +608,8 @@ fn atomic(g: &mut Graph, n: &Node) -> Result<Atomic, CompileError> {
                 _ => Atomic::Atom(g.atom(Atom::Rel(a, *op, b))),
             }
         }
-        _ => Atomic::Unknown,
+        Node::Test(test) => test_atom(g, test.clone()),
+        _ => unreachable!("only tests and relations become atoms"),
     })
 }
 
@@ -1374,28 +1378,27 @@ impl Specialiser {
         let mut f = std::mem::take(&mut self.scratch);
         f.clear();
         f.extend_from_slice(table.set(facts));
-        match f.binary_search_by_key(&fkey, |(k, _)| *k) {
+        let changed = match f.binary_search_by_key(&fkey, |(k, _)| *k) {
             Ok(i) => {
                 let old = table.knows[f[i].1 as usize];
                 let mut k = old;
                 k.learn(cmp, outcome, false);
-                if k != old {
+                // Nothing new: the same set.
+                let changed = k != old;
+                if changed {
                     f[i].1 = table.know(k);
-                } else {
-                    // Nothing new: the same set.
-                    self.scratch = f;
-                    self.learned.insert((facts, atom, outcome), facts);
-                    return facts;
                 }
+                changed
             }
             Err(i) => {
                 let mut k = Know::new(hi);
                 k.learn(cmp, outcome, false);
                 let kid = table.know(k);
                 f.insert(i, (fkey, kid));
+                true
             }
-        }
-        let id = table.intern(&f);
+        };
+        let id = if changed { table.intern(&f) } else { facts };
         self.scratch = f;
         self.learned.insert((facts, atom, outcome), id);
         id
@@ -1666,7 +1669,7 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, Com
     let size = 3 * pred.nodes().len();
     let mut g0 = Graph::with_capacity(size);
     let mut memo = HashMap::with_capacity_and_hasher(size, Default::default());
-    let mut atoms = vec![Atomic::Unknown; pred.nodes().len()];
+    let mut atoms = vec![None; pred.nodes().len()];
     let root = build(
         pred,
         &mut g0,
