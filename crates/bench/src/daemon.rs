@@ -24,12 +24,17 @@
 //!   daemon's from before they connected to after they left, minus the window): setting up
 //!   rings or shared buffers and flows, and tearing them down — once per application start,
 //!   reported per application in milliseconds;
-//! - **kernel**: the sending thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`) — the soft
-//!   interrupts that deliver its frames run in its context: the copy into every socket's ring,
-//!   each socket's filter, the wake-ups — plus the `ksoftirqd` threads' (schedstat, for what
-//!   it did not finish), minus the same for a run that sends with nobody capturing, made in
-//!   the same repetition just before (the background drifts over minutes). Exact
-//!   clocks, not tick samples (`/proc/stat` swung by 100% between identical runs here).
+//! - **kernel**: the CPU time of the receiving end's NAPI thread — the lab runs the veth
+//!   peer's receive path in a kernel thread of its own ([`Lab::threaded_receive`]), as a
+//!   NIC's receive runs in its soft interrupt: the copy into every socket's ring, each
+//!   socket's filter, the wake-ups, the IP layer — plus the `ksoftirqd` threads', exactly
+//!   (schedstat), minus the same for a run that sends with nobody capturing, made in the same
+//!   repetition just before (the background drifts over minutes). Exact clocks, not tick
+//!   samples (`/proc/stat` swung by 100% between identical runs here). Until 2026-11-23 the
+//!   delivery ran in the sending thread's context and this column was that thread's CPU
+//!   time: the sender's own work (1.2 to 2.0 µs a frame, varying by a third between runs)
+//!   then sat in both terms of the difference, and one repetition's ratio ranged from 0.24x
+//!   to 0.72x; the receive thread alone costs about 0.9 µs a frame and varies less.
 //! - **total**: the two together — what the machine pays for the captures.
 
 use std::fmt::Write as _;
@@ -161,13 +166,13 @@ struct Run {
     /// CPU seconds of the applications and the daemon outside that window: starting (the
     /// buffers, the daemon's flows) and stopping.
     setup: f64,
-    /// CPU seconds of the sending thread (with the soft interrupts that delivered its frames
-    /// in its context) and of the soft-interrupt threads: the kernel's side of the run.
+    /// CPU seconds of the receiving end's NAPI thread (which delivered every frame) and of
+    /// the soft-interrupt threads: the kernel's side of the run.
     system: f64,
 }
 
 /// CPU seconds the kernel's soft-interrupt threads (`ksoftirqd/N`) have run, exactly
-/// (`/proc/PID/schedstat`): packet delivery the sender's own context did not finish.
+/// (`/proc/PID/schedstat`): packet delivery deferred to them.
 fn ksoftirqd_seconds() -> f64 {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0.0;
@@ -181,18 +186,6 @@ fn ksoftirqd_seconds() -> f64 {
         .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
         .sum::<u64>() as f64
         * 1e-9
-}
-
-/// This thread's CPU seconds, exactly (`CLOCK_THREAD_CPUTIME_ID`): with the soft interrupts
-/// that ran in its context — the delivery of what it sent, into every socket.
-fn thread_seconds() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Busy CPU seconds of the machine so far (`/proc/stat`).
@@ -429,21 +422,20 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
         Ok((apps, daemon_pid.map_or(Ok(0.0), process_seconds)?))
     };
     let (apps0, daemon_w0) = window()?;
-    let soft0 = ksoftirqd_seconds();
-    let (sent, sender) = lab.run(|| -> Result<(u64, f64), String> {
+    let kernel0 = lab.receive_seconds() + ksoftirqd_seconds();
+    let sent = lab.run(|| -> Result<u64, String> {
         if pin {
             pin_to(0, 0).map_err(|e| format!("cannot pin the sender: {e}"))?;
         }
         let mut tx = Sender::open(&a).map_err(|e| e.to_string())?;
         let mut it = frames.iter().map(Vec::as_slice).cycle();
-        let t0 = thread_seconds();
         let st = tx
             .send_paced(&mut it, Some(rate), count, Duration::from_secs(120))
             .map_err(|e| e.to_string())?;
-        Ok((st.sent, thread_seconds() - t0))
+        Ok(st.sent)
     })?;
     std::thread::sleep(Duration::from_millis(1000));
-    let system = sender + ksoftirqd_seconds() - soft0;
+    let system = lab.receive_seconds() + ksoftirqd_seconds() - kernel0;
     let (apps1, daemon_w1) = window()?;
     let mut run = Run {
         sent,
@@ -539,6 +531,7 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
     // One namespace for every run: tearing one down is deferred kernel work that would land in
     // the next run's measurement.
     let lab = Lab::new()?;
+    lab.threaded_receive()?;
     let socket = std::env::temp_dir().join(format!("{}.sock", lab.ns));
     let (dchild, derr) = start_daemon(&lab, &netsiftd, &socket, cfg.pin)?;
     let daemon = Via::Daemon {
@@ -546,7 +539,7 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
         pid: dchild.id(),
         libdir: &libdir,
     };
-    // The sender alone, measured next to every pair of runs (the machine's background drifts
+    // Nobody capturing, measured next to every pair of runs (the machine's background drifts
     // over minutes: a baseline taken once at the start would move the kernel column).
     let mut baseline = Vec::new();
     let mut goals = Vec::new();
@@ -584,8 +577,9 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
             "ms per app"
         );
         for &k in &cfg.apps {
-            // Per repetition: the sender alone, then libpcap, then netsiftd, back to back; a
-            // run's kernel share is its sender CPU minus that repetition's sender alone.
+            // Per repetition: nobody capturing, then libpcap, then netsiftd, back to back; a
+            // run's kernel share is its receive-path CPU minus that of the repetition's run
+            // with nobody capturing.
             let vias = [
                 ("libpcap (own sockets)", &Via::Libpcap),
                 ("netsiftd", &daemon),
@@ -665,10 +659,10 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
          frames were sent and drained, exactly (schedstat), over the frames sent: the capture's \
          cost per packet. start+stop: the CPU the applications (and netsiftd for them) spent \
          outside that window, starting (buffers, rings, flows) and stopping, per application. \
-         kernel: CPU of the sending thread (with the soft interrupts that delivered its frames \
-         in its context: the copies into every socket's ring, the socket filters, the wake-ups) \
-         and of the ksoftirqd threads, exactly (schedstat), minus the same for a run nobody \
-         captures, made just before (on average {base_ns:.0} ns/pkt, {lo:.0} to {hi:.0} over {} \
+         kernel: CPU of the receiving end's NAPI thread (threaded NAPI: every frame's \
+         delivery, the copies into every socket's ring, the socket filters, the wake-ups, the \
+         IP layer) and of the ksoftirqd threads, exactly (schedstat), minus the same for a run \
+         nobody captures, made just before (on average {base_ns:.0} ns/pkt, {lo:.0} to {hi:.0} over {} \
          runs). total = process + kernel. \"vs libpcap×K\": netsiftd's figure over libpcap's \
          (lower is better). Goal: total at K = 4 below 0.5x (this run: {}).{} {:.0} s.",
         baseline.len(),

@@ -141,6 +141,59 @@ impl Lab {
         })
     }
 
+    /// Moves the receiving end's packet delivery into a kernel thread of its own: `b` gets
+    /// NAPI (GRO on, and `a` sends no TSO frames, the condition under which veth queues a
+    /// frame to its peer's NAPI instead of delivering it in the sender's context) and threaded
+    /// NAPI (`/sys/class/net/B/threaded`). Every frame `a` sends is then received — taps (the
+    /// capture sockets, their filters and copies), the IP layer — by the thread
+    /// `napi/B-N`, whose CPU time [`Lab::receive_seconds`] reads exactly, apart from the
+    /// sender's own work.
+    pub fn threaded_receive(&self) -> Result<(), String> {
+        let (a, b) = (self.a.clone(), self.b.clone());
+        self.run(move || -> Result<(), String> {
+            ethtool_set(&a, ETHTOOL_STSO, 0)?;
+            ethtool_set(&b, ETHTOOL_SGRO, 1)
+        })?;
+        // sysfs shows the namespace's devices only as `ip netns exec` mounts it.
+        self.exec(&[
+            "sh",
+            "-c",
+            &format!("echo 1 > /sys/class/net/{}/threaded", self.b),
+        ])
+        .map_err(|e| format!("threaded NAPI on {}: {e}", self.b))?;
+        if self.receive_threads().is_empty() {
+            return Err(format!(
+                "threaded NAPI on {}: no kernel thread napi/{}-N appeared",
+                self.b, self.b
+            ));
+        }
+        Ok(())
+    }
+
+    fn receive_threads(&self) -> Vec<std::path::PathBuf> {
+        let prefix = format!("napi/{}-", self.b);
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.starts_with(&prefix))
+            })
+            .map(|e| e.path())
+            .collect()
+    }
+
+    /// CPU seconds the receiving end's NAPI threads have run so far, exactly
+    /// (`/proc/PID/schedstat`); see [`Lab::threaded_receive`].
+    pub fn receive_seconds(&self) -> f64 {
+        self.receive_threads()
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p.join("schedstat")).ok())
+            .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+            .sum::<u64>() as f64
+            * 1e-9
+    }
+
     /// `(rx_packets, rx_dropped, tx_packets, tx_dropped)` of device `dev`.
     pub fn counters(&self, dev: &str) -> Result<[u64; 4], String> {
         let out = self.ip(&["-s", "link", "show", "dev", dev])?;
@@ -170,6 +223,45 @@ impl Lab {
         }
         Ok([r[1], r[3], t[1], t[3]])
     }
+}
+
+/// `ETHTOOL_STSO`: set TCP segmentation offload (all its kinds).
+const ETHTOOL_STSO: u32 = 0x1f;
+/// `ETHTOOL_SGRO`: set generic receive offload.
+const ETHTOOL_SGRO: u32 = 0x2c;
+
+/// The legacy `SIOCETHTOOL` set-one-feature request: `cmd` with value `on` on device `dev` of
+/// the calling thread's namespace.
+fn ethtool_set(dev: &str, cmd: u32, on: u32) -> Result<(), String> {
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    let mut value = EthtoolValue { cmd, data: on };
+    // SAFETY: ifreq is plain old data; zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if dev.len() >= ifr.ifr_name.len() {
+        return Err(format!("device name {dev:?} is too long"));
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(dev.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut value as *mut EthtoolValue).cast();
+    // SAFETY: a plain datagram socket, closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    if fd < 0 {
+        return Err(format!("socket: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `ifr` names the device and points at `value`, both alive for the call.
+    let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut ifr) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    if r < 0 {
+        return Err(format!("ethtool request {cmd:#x} on {dev}: {err}"));
+    }
+    Ok(())
 }
 
 impl Drop for Lab {

@@ -140,6 +140,36 @@ fn afpacket_captures_exactly_what_was_sent() {
     });
 }
 
+/// The daemon benchmark's kernel column: with threaded NAPI on the receiving end, the frames
+/// reach the capture socket unchanged (GRO merges nothing of the mix), and their delivery runs
+/// in the `napi/B-N` thread whose clock `receive_seconds` reads.
+#[test]
+fn threaded_receive_delivers_in_the_napi_thread() {
+    let lab = lab();
+    lab.threaded_receive()
+        .unwrap_or_else(|e| panic!("threaded NAPI on the lab's veth: {e}"));
+    let (frames, _) = traffic();
+    let (a, b) = (lab.a.clone(), lab.b.clone());
+    let before = lab.receive_seconds();
+    lab.run(|| {
+        let mut src = AfPacket::open(&b, &AfPacketConfig::default()).expect("open AF_PACKET");
+        send(&a, &frames, 20_000);
+        let got = collect(&mut src, frames.len(), Duration::from_secs(2));
+        check_exact("AF_PACKET behind threaded NAPI", &frames, &got);
+    });
+    let spent = lab.receive_seconds() - before;
+    assert!(
+        spent > 0.0,
+        "the receive thread ran for {spent} s while {} frames arrived",
+        frames.len()
+    );
+    println!(
+        "threaded NAPI: {} frames captured exactly; the receive thread ran {:.0} ns per frame",
+        frames.len(),
+        spent * 1e9 / frames.len() as f64
+    );
+}
+
 #[test]
 fn afxdp_captures_exactly_what_was_sent() {
     let lab = lab();
