@@ -530,7 +530,7 @@ pub fn suite(netsift: &Path, cfg: &Config) -> Result<String, String> {
     let t = Instant::now();
     // One namespace for every run: tearing one down is deferred kernel work that would land in
     // the next run's measurement.
-    let lab = Lab::new()?;
+    let mut lab = Lab::new()?;
     lab.threaded_receive()?;
     let socket = std::env::temp_dir().join(format!("{}.sock", lab.ns));
     let (dchild, derr) = start_daemon(&lab, &netsiftd, &socket, cfg.pin)?;

@@ -15,6 +15,8 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use netsift_capture::live::{XdpAttachMode, XdpPass};
+
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// A namespace with a veth pair `a` <-> `b` in it, both up: what is sent on `a` arrives on `b`.
@@ -25,6 +27,8 @@ pub struct Lab {
     pub a: String,
     /// The receiving end.
     pub b: String,
+    /// The pass-through XDP program of [`Lab::threaded_receive`], attached while the lab lives.
+    xdp: Option<XdpPass>,
 }
 
 fn ip(args: &[&str]) -> Result<String, String> {
@@ -73,6 +77,7 @@ impl Lab {
             ns,
             a: "nsa".into(),
             b: "nsb".into(),
+            xdp: None,
         };
         lab.setup()?;
         Ok(lab)
@@ -141,19 +146,20 @@ impl Lab {
         })
     }
 
-    /// Moves the receiving end's packet delivery into a kernel thread of its own: `b` gets
-    /// NAPI (GRO on, and `a` sends no TSO frames, the condition under which veth queues a
-    /// frame to its peer's NAPI instead of delivering it in the sender's context) and threaded
-    /// NAPI (`/sys/class/net/B/threaded`). Every frame `a` sends is then received — taps (the
-    /// capture sockets, their filters and copies), the IP layer — by the thread
+    /// Moves the receiving end's packet delivery into a kernel thread of its own: `b` gets a
+    /// native pass-through XDP program ([`XdpPass`]: veth then queues each frame `a` sends to
+    /// `b`'s NAPI instead of delivering it in the sender's context, as long as `a` sends no TSO
+    /// frames) and threaded NAPI (`/sys/class/net/B/threaded`). Every frame is then received —
+    /// taps (the capture sockets, their filters and copies), the IP layer — by the thread
     /// `napi/B-N`, whose CPU time [`Lab::receive_seconds`] reads exactly, apart from the
-    /// sender's own work.
-    pub fn threaded_receive(&self) -> Result<(), String> {
+    /// sender's own work. GRO stays off: frames arrive as sent, unmerged and in order.
+    pub fn threaded_receive(&mut self) -> Result<(), String> {
         let (a, b) = (self.a.clone(), self.b.clone());
-        self.run(move || -> Result<(), String> {
+        let pass = self.run(move || -> Result<XdpPass, String> {
             ethtool_set(&a, ETHTOOL_STSO, 0)?;
-            ethtool_set(&b, ETHTOOL_SGRO, 1)
+            XdpPass::attach(&b, XdpAttachMode::Native).map_err(|e| e.to_string())
         })?;
+        self.xdp = Some(pass);
         // sysfs shows the namespace's devices only as `ip netns exec` mounts it.
         self.exec(&[
             "sh",
@@ -227,8 +233,6 @@ impl Lab {
 
 /// `ETHTOOL_STSO`: set TCP segmentation offload (all its kinds).
 const ETHTOOL_STSO: u32 = 0x1f;
-/// `ETHTOOL_SGRO`: set generic receive offload.
-const ETHTOOL_SGRO: u32 = 0x2c;
 
 /// The legacy `SIOCETHTOOL` set-one-feature request: `cmd` with value `on` on device `dev` of
 /// the calling thread's namespace.

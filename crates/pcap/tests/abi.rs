@@ -456,3 +456,61 @@ fn datalink_lists() {
         pcap_close(p);
     }
 }
+
+/// `pcap_dump` writes each record as libpcap does — the header's timestamp as given, in the
+/// handle's precision, and its lengths — and what the pcap format cannot hold as netsift's
+/// writer does: a fraction of a second or more carried into the seconds, bytes beyond the
+/// snapshot length cut, a time before 1970 not written.
+#[test]
+fn dump_records_in_both_precisions() {
+    fn record(secs: u32, frac: u32, caplen: u32, len: u32, data: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        for v in [secs, frac, caplen, len] {
+            r.extend_from_slice(&v.to_le_bytes());
+        }
+        r.extend_from_slice(data);
+        r
+    }
+    let bytes: Vec<u8> = (0..12).collect();
+    for (precision, unit) in [(0u32, 1_000_000i64), (1, 1_000_000_000)] {
+        let out = tmp(&format!("records-{precision}.pcap"));
+        let out_c = CString::new(out.to_str().unwrap()).unwrap();
+        // (seconds, fraction, bytes given, wire length)
+        let cases: [(i64, i64, usize, u32); 5] = [
+            (5, unit - 1, 4, 60),
+            (0, 0, 10, 10),
+            (7, unit + 250, 4, 4),
+            (9, 1, 12, 1000),
+            (-1, 0, 4, 4),
+        ];
+        unsafe {
+            let p = pcap_open_dead_with_tstamp_precision(1, 10, precision);
+            assert!(!p.is_null());
+            let d = pcap_dump_open(p, out_c.as_ptr());
+            assert!(!d.is_null(), "{}", text(pcap_geterr(p)));
+            for (secs, frac, n, len) in cases {
+                let h = PcapPkthdr {
+                    ts: Timeval {
+                        tv_sec: secs as libc::time_t,
+                        tv_usec: frac as libc::suseconds_t,
+                    },
+                    caplen: n as u32,
+                    len,
+                };
+                pcap_dump(d.cast(), &h, bytes.as_ptr());
+            }
+            pcap_dump_close(d);
+            pcap_close(p);
+        }
+        let file = std::fs::read(&out).unwrap();
+        let mut want = Vec::new();
+        want.extend(record(5, (unit - 1) as u32, 4, 60, &bytes[..4]));
+        want.extend(record(0, 0, 10, 10, &bytes[..10]));
+        // A fraction of a whole second or more: carried into the seconds.
+        want.extend(record(8, 250, 4, 4, &bytes[..4]));
+        // More bytes than the snapshot length of 10: cut, the wire length kept.
+        want.extend(record(9, 1, 10, 1000, &bytes[..10]));
+        // Before 1970: not written.
+        assert_eq!(file[24..], want[..], "precision {precision}");
+    }
+}

@@ -140,12 +140,13 @@ fn afpacket_captures_exactly_what_was_sent() {
     });
 }
 
-/// The daemon benchmark's kernel column: with threaded NAPI on the receiving end, the frames
-/// reach the capture socket unchanged (GRO merges nothing of the mix), and their delivery runs
-/// in the `napi/B-N` thread whose clock `receive_seconds` reads.
+/// The daemon benchmark's kernel column: with threaded NAPI on the receiving end (behind a
+/// pass-through XDP program, GRO off) the frames reach the capture socket as sent — unmerged,
+/// in order — and their delivery runs in the `napi/B-N` thread whose clock `receive_seconds`
+/// reads.
 #[test]
 fn threaded_receive_delivers_in_the_napi_thread() {
-    let lab = lab();
+    let mut lab = lab();
     lab.threaded_receive()
         .unwrap_or_else(|e| panic!("threaded NAPI on the lab's veth: {e}"));
     let (frames, _) = traffic();

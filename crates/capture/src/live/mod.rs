@@ -52,7 +52,7 @@ use std::time::Duration;
 pub use afpacket::{AfPacket, AfPacketConfig, Fanout, FanoutMode, SockFilter, TimestampSource};
 pub use afxdp::{AfXdp, AfXdpConfig};
 pub use send::{Sender, SenderStats};
-pub use xdp_prog::XdpAttachMode;
+pub use xdp_prog::{XdpAttachMode, XdpPass};
 
 use crate::{LinkType, PacketRef};
 

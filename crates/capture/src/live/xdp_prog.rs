@@ -136,71 +136,135 @@ impl XdpRedirect {
             )?;
         }
         let insns = program(map.as_raw_fd());
-        let license = b"MIT\0";
-        let mut log = vec![0u8; 4096];
-        let load = |log_level: u32, log: &mut Vec<u8>| {
-            bpf(
-                BPF_PROG_LOAD,
-                Attr::new()
-                    .u32(0, BPF_PROG_TYPE_XDP)
-                    .u32(4, (insns.len() / 8) as u32)
-                    .u64(8, insns.as_ptr() as u64)
-                    .u64(16, license.as_ptr() as u64)
-                    .u32(24, log_level)
-                    .u32(28, if log_level > 0 { log.len() as u32 } else { 0 })
-                    .u64(
-                        32,
-                        if log_level > 0 {
-                            log.as_mut_ptr() as u64
-                        } else {
-                            0
-                        },
-                    )
-                    .name(48, "netsift_xsk")
-                    .u32(68, BPF_XDP),
-                "loading the AF_XDP redirect program",
-            )
-        };
-        let prog = match load(0, &mut log) {
-            Ok(p) => fd(p),
-            Err(e) => {
-                // Load again with the verifier's log for the message.
-                let _ = load(1, &mut log);
-                let text = String::from_utf8_lossy(&log);
-                let text = text.trim_end_matches('\0').trim();
-                return Err(if text.is_empty() {
-                    e
-                } else {
-                    LiveError::new(e.kind(), format!("{e}; verifier: {text}"))
-                });
-            }
-        };
-        let attach = |flags: u32| {
-            bpf(
-                BPF_LINK_CREATE,
-                Attr::new()
-                    .u32(0, prog.as_raw_fd() as u32)
-                    .u32(4, ifindex)
-                    .u32(8, BPF_XDP)
-                    .u32(12, flags),
-                &format!("attaching the XDP program to {iface}"),
-            )
-        };
-        let (link, native) = match mode {
-            XdpAttachMode::Native => (attach(XDP_FLAGS_DRV_MODE)?, true),
-            XdpAttachMode::Generic => (attach(XDP_FLAGS_SKB_MODE)?, false),
-            XdpAttachMode::Auto => match attach(XDP_FLAGS_DRV_MODE) {
-                Ok(l) => (l, true),
-                Err(e) if e.kind() == LiveErrorKind::Busy => return Err(busy(iface, e)),
-                Err(_) => (attach(XDP_FLAGS_SKB_MODE)?, false),
-            },
-        };
+        let prog = load(&insns, "netsift_xsk", "loading the AF_XDP redirect program")?;
+        let (link, native) = attach(&prog, iface, ifindex, mode)?;
         Ok(XdpRedirect {
-            _link: fd(link),
+            _link: link,
             _prog: prog,
             _map: map,
             native,
         })
+    }
+}
+
+/// Loads an XDP program (`insns`, encoded) named `name`; `what` says what for in errors, which
+/// carry the verifier's log when it refused the program.
+fn load(insns: &[u8], name: &str, what: &str) -> Result<OwnedFd, LiveError> {
+    let license = b"MIT\0";
+    let mut log = vec![0u8; 4096];
+    let load = |log_level: u32, log: &mut Vec<u8>| {
+        bpf(
+            BPF_PROG_LOAD,
+            Attr::new()
+                .u32(0, BPF_PROG_TYPE_XDP)
+                .u32(4, (insns.len() / 8) as u32)
+                .u64(8, insns.as_ptr() as u64)
+                .u64(16, license.as_ptr() as u64)
+                .u32(24, log_level)
+                .u32(28, if log_level > 0 { log.len() as u32 } else { 0 })
+                .u64(
+                    32,
+                    if log_level > 0 {
+                        log.as_mut_ptr() as u64
+                    } else {
+                        0
+                    },
+                )
+                .name(48, name)
+                .u32(68, BPF_XDP),
+            what,
+        )
+    };
+    match load(0, &mut log) {
+        Ok(p) => Ok(fd(p)),
+        Err(e) => {
+            // Load again with the verifier's log for the message.
+            let _ = load(1, &mut log);
+            let text = String::from_utf8_lossy(&log);
+            let text = text.trim_end_matches('\0').trim();
+            Err(if text.is_empty() {
+                e
+            } else {
+                LiveError::new(e.kind(), format!("{e}; verifier: {text}"))
+            })
+        }
+    }
+}
+
+/// Attaches `prog` to interface `ifindex` (called `iface` in messages) with a link, in `mode`:
+/// the link, and whether the program runs in the driver.
+fn attach(
+    prog: &OwnedFd,
+    iface: &str,
+    ifindex: u32,
+    mode: XdpAttachMode,
+) -> Result<(OwnedFd, bool), LiveError> {
+    let attach = |flags: u32| {
+        bpf(
+            BPF_LINK_CREATE,
+            Attr::new()
+                .u32(0, prog.as_raw_fd() as u32)
+                .u32(4, ifindex)
+                .u32(8, BPF_XDP)
+                .u32(12, flags),
+            &format!("attaching the XDP program to {iface}"),
+        )
+    };
+    let (link, native) = match mode {
+        XdpAttachMode::Native => (attach(XDP_FLAGS_DRV_MODE)?, true),
+        XdpAttachMode::Generic => (attach(XDP_FLAGS_SKB_MODE)?, false),
+        XdpAttachMode::Auto => match attach(XDP_FLAGS_DRV_MODE) {
+            Ok(l) => (l, true),
+            Err(e) if e.kind() == LiveErrorKind::Busy => return Err(busy(iface, e)),
+            Err(_) => (attach(XDP_FLAGS_SKB_MODE)?, false),
+        },
+    };
+    Ok((fd(link), native))
+}
+
+/// An XDP program that passes every frame on to the kernel's stack (`r0 = XDP_PASS; exit`),
+/// attached to an interface for as long as the value lives.
+///
+/// It changes nothing a frame goes through but the program itself; its use is the receive
+/// path it selects: a veth end with a native XDP program receives through NAPI (in a soft
+/// interrupt or, with `/sys/class/net/DEV/threaded`, a kernel thread of its own) and, GRO being
+/// off, delivers every frame as sent, unmerged and in order — what a benchmark needs to
+/// measure the kernel's receive work apart from the sender's.
+pub struct XdpPass {
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    native: bool,
+}
+
+impl XdpPass {
+    /// Attaches the program to `iface` (of the calling thread's network namespace).
+    pub fn attach(iface: &str, mode: XdpAttachMode) -> Result<XdpPass, LiveError> {
+        let ifindex = sys::if_index(iface)?;
+        let insns = [
+            [0xb7, 0, 0, 0, 2, 0, 0, 0], // mov r0, XDP_PASS
+            [0x95, 0, 0, 0, 0, 0, 0, 0], // exit
+        ]
+        .concat();
+        let prog = load(&insns, "netsift_pass", "loading the XDP pass program")?;
+        let (link, native) = attach(&prog, iface, ifindex, mode)?;
+        Ok(XdpPass {
+            _link: link,
+            _prog: prog,
+            native,
+        })
+    }
+
+    /// Whether the program runs in the driver (native XDP).
+    pub fn native(&self) -> bool {
+        self.native
+    }
+}
+
+impl std::fmt::Debug for XdpPass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpPass")
+            .field("native", &self.native)
+            .finish()
     }
 }
 
