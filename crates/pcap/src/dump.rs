@@ -167,3 +167,78 @@ impl Dumper {
         unsafe { libc::fclose(stream) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::{PCAP_TSTAMP_PRECISION_MICRO, Timeval};
+    use std::io::{Read, Seek};
+    use std::os::fd::FromRawFd;
+
+    /// The bytes a dumper writes for `records`, through a temporary stdio stream.
+    fn dumped(precision: i32, snaplen: u32, records: &[(PcapPkthdr, Vec<u8>)]) -> Vec<u8> {
+        // SAFETY: tmpfile has no preconditions; the stream is closed by `close`.
+        let fp = unsafe { libc::tmpfile() };
+        assert!(!fp.is_null());
+        // SAFETY: `fp` is open; dup gives an independent descriptor to read the file back.
+        let fd = unsafe { libc::dup(libc::fileno(fp)) };
+        let mut d = Dumper::new(Out(fp), 1, snaplen, precision, 0).unwrap();
+        for (h, data) in records {
+            d.dump(h, data);
+        }
+        d.close();
+        // SAFETY: `fd` is ours.
+        let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+        f.rewind().unwrap();
+        let mut out = Vec::new();
+        f.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    /// The direct path writes what the general writer writes, for every record it takes.
+    #[test]
+    fn direct_records_are_the_writers() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for (precision, unit, file) in [
+            (PCAP_TSTAMP_PRECISION_MICRO, 1_000_000u64, Precision::Micro),
+            (PCAP_TSTAMP_PRECISION_NANO, 1_000_000_000, Precision::Nano),
+        ] {
+            let snaplen = 96;
+            let records: Vec<(PcapPkthdr, Vec<u8>)> = (0..500)
+                .map(|_| {
+                    let n = (next() % (snaplen as u64 + 1)) as usize;
+                    let data: Vec<u8> = (0..n).map(|_| next() as u8).collect();
+                    let h = PcapPkthdr {
+                        ts: Timeval {
+                            tv_sec: (next() % (1 << 32)) as libc::time_t,
+                            tv_usec: (next() % unit) as libc::suseconds_t,
+                        },
+                        caplen: n as u32,
+                        len: n as u32 + (next() % 2000) as u32,
+                    };
+                    (h, data)
+                })
+                .collect();
+            let mut want = PcapWriter::new(Vec::new(), LinkType(1), snaplen, file).unwrap();
+            for (h, data) in &records {
+                let frac = h.ts.tv_usec as u64 * (1_000_000_000 / unit);
+                #[allow(clippy::useless_conversion)] // time_t is not i64 everywhere
+                let secs = i64::from(h.ts.tv_sec);
+                let mut p = PacketRef::new(data, Timestamp::new(secs, frac as u32), LinkType(1));
+                p.wire_len = h.len;
+                want.write_packet(&p).unwrap();
+            }
+            assert_eq!(
+                dumped(precision, snaplen, &records),
+                want.into_inner().unwrap(),
+                "precision {precision}"
+            );
+        }
+    }
+}
