@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use netsift_capture::generate::FrameBuilder;
 use netsift_capture::live::{
-    AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Direction, Flow, Sender, Source,
+    AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Direction, Flow, Sender, Source, XdpAttachMode,
+    XdpPass,
 };
 use netsift_testkit::netns::Lab;
 
@@ -385,6 +386,29 @@ fn bad_interfaces_and_settings_are_clear_errors() {
             .err()
             .expect("second must fail");
         assert!(e.to_string().contains("XDP"), "{e}");
+    });
+    // The pass-through program: a missing interface is named; a second program on an
+    // interface that has one is refused, naming the interface.
+    let e = XdpPass::attach("nsift-nope0", XdpAttachMode::Native)
+        .err()
+        .expect("error");
+    assert!(
+        e.to_string().contains("no such interface: nsift-nope0"),
+        "{e}"
+    );
+    lab.run(|| {
+        let first = XdpPass::attach(&b, XdpAttachMode::Native).expect("first");
+        assert!(first.native());
+        let e = XdpPass::attach(&b, XdpAttachMode::Auto)
+            .err()
+            .expect("second must fail");
+        assert!(
+            e.to_string().contains(&b) && e.to_string().contains("XDP"),
+            "{e}"
+        );
+        drop(first);
+        // Detached with the value: the interface takes a program again.
+        XdpPass::attach(&b, XdpAttachMode::Native).expect("after the first was dropped");
     });
 }
 
