@@ -29,6 +29,8 @@ pub struct Lab {
     pub b: String,
     /// The pass-through XDP program of [`Lab::threaded_receive`], attached while the lab lives.
     xdp: Option<XdpPass>,
+    /// The `/proc` directories of the receiving end's NAPI threads ([`Lab::threaded_receive`]).
+    receive_threads: Vec<std::path::PathBuf>,
 }
 
 fn ip(args: &[&str]) -> Result<String, String> {
@@ -78,6 +80,7 @@ impl Lab {
             a: "nsa".into(),
             b: "nsb".into(),
             xdp: None,
+            receive_threads: Vec::new(),
         };
         lab.setup()?;
         Ok(lab)
@@ -160,6 +163,8 @@ impl Lab {
             XdpPass::attach(&b, XdpAttachMode::Native).map_err(|e| e.to_string())
         })?;
         self.xdp = Some(pass);
+        // Other labs' receiving ends have the same name: ours are the threads that appear.
+        let before = self.napi_threads();
         // sysfs shows the namespace's devices only as `ip netns exec` mounts it.
         self.exec(&[
             "sh",
@@ -167,7 +172,12 @@ impl Lab {
             &format!("echo 1 > /sys/class/net/{}/threaded", self.b),
         ])
         .map_err(|e| format!("threaded NAPI on {}: {e}", self.b))?;
-        if self.receive_threads().is_empty() {
+        self.receive_threads = self
+            .napi_threads()
+            .into_iter()
+            .filter(|t| !before.contains(t))
+            .collect();
+        if self.receive_threads.is_empty() {
             return Err(format!(
                 "threaded NAPI on {}: no kernel thread napi/{}-N appeared",
                 self.b, self.b
@@ -176,7 +186,8 @@ impl Lab {
         Ok(())
     }
 
-    fn receive_threads(&self) -> Vec<std::path::PathBuf> {
+    /// The `/proc` directories of the kernel threads named `napi/B-N`.
+    fn napi_threads(&self) -> Vec<std::path::PathBuf> {
         let prefix = format!("napi/{}-", self.b);
         let Ok(dir) = std::fs::read_dir("/proc") else {
             return Vec::new();
@@ -190,9 +201,9 @@ impl Lab {
     }
 
     /// CPU seconds the receiving end's NAPI threads have run so far, exactly
-    /// (`/proc/PID/schedstat`); see [`Lab::threaded_receive`].
+    /// (`/proc/PID/schedstat`); see [`Lab::threaded_receive`] (0 before it).
     pub fn receive_seconds(&self) -> f64 {
-        self.receive_threads()
+        self.receive_threads
             .iter()
             .filter_map(|p| std::fs::read_to_string(p.join("schedstat")).ok())
             .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())

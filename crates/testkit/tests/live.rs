@@ -389,9 +389,7 @@ fn bad_interfaces_and_settings_are_clear_errors() {
     });
     // The pass-through program: a missing interface is named; a second program on an
     // interface that has one is refused, naming the interface.
-    let e = XdpPass::attach("nsift-nope0", XdpAttachMode::Native)
-        .err()
-        .expect("error");
+    let e = XdpPass::attach("nsift-nope0", XdpAttachMode::Native).expect_err("error");
     assert!(
         e.to_string().contains("no such interface: nsift-nope0"),
         "{e}"
@@ -399,9 +397,7 @@ fn bad_interfaces_and_settings_are_clear_errors() {
     lab.run(|| {
         let first = XdpPass::attach(&b, XdpAttachMode::Native).expect("first");
         assert!(first.native());
-        let e = XdpPass::attach(&b, XdpAttachMode::Auto)
-            .err()
-            .expect("second must fail");
+        let e = XdpPass::attach(&b, XdpAttachMode::Auto).expect_err("second must fail");
         assert!(
             e.to_string().contains(&b) && e.to_string().contains("XDP"),
             "{e}"
