@@ -9,7 +9,7 @@ use std::hash::Hasher;
 
 use netsift_bpf::compile;
 use netsift_lang::{Context, compile as front};
-use netsift_testkit::{corpus, exprgen, rng::Rng};
+use netsift_testkit::exprgen;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -42,19 +42,7 @@ fn main() {
             }
         }
     };
-    for c in corpus::cases() {
-        let mut ctx = Context::new(corpus::link_type(&c.dlt));
-        ctx.snaplen = c.snaplen;
-        one(&c.expr, &ctx);
-    }
-    let by_dlt = corpus::packets_by_dlt();
-    let frames = by_dlt.get(&1).cloned().unwrap_or_default();
-    let seeds = exprgen::Seeds::from_frames(frames.iter().map(|(d, _)| &d[..]));
-    let mut rng = Rng::new(seed);
-    let ctx = Context::new(netsift_wire::LinkType::ETHERNET);
-    for _ in 0..count {
-        one(&exprgen::expression(&mut rng, &seeds, 2), &ctx);
-    }
+    exprgen::corpus_and_random(count, seed, &mut one);
     if let Some(path) = dump
         && let Err(e) = std::fs::write(path, &lines)
     {

@@ -325,3 +325,24 @@ fn primitive(rng: &mut Rng, seeds: &Seeds) -> String {
         _ => format!("{}ip", rng.pick(&["not ", ""])),
     }
 }
+
+/// Calls `f` with every corpus expression in its case's context (link type and snapshot
+/// length), then with `count` random expressions (depth 2, seeded with `seed`, fields and
+/// values drawn from the corpus's Ethernet captures) on Ethernet: the expressions a check
+/// over "the corpus and random filters" walks.
+pub fn corpus_and_random(count: usize, seed: u64, mut f: impl FnMut(&str, &netsift_lang::Context)) {
+    use crate::corpus;
+    for c in corpus::cases() {
+        let mut ctx = netsift_lang::Context::new(corpus::link_type(&c.dlt));
+        ctx.snaplen = c.snaplen;
+        f(&c.expr, &ctx);
+    }
+    let by_dlt = corpus::packets_by_dlt();
+    let frames = by_dlt.get(&1).cloned().unwrap_or_default();
+    let seeds = Seeds::from_frames(frames.iter().map(|(d, _)| &d[..]));
+    let mut rng = Rng::new(seed);
+    let ctx = netsift_lang::Context::new(netsift_wire::LinkType::ETHERNET);
+    for _ in 0..count {
+        f(&expression(&mut rng, &seeds, 2), &ctx);
+    }
+}

@@ -386,22 +386,7 @@ fn optimiser_shortcuts_match_the_full_optimiser() {
             }
         }
     };
-    for c in corpus::cases() {
-        let mut ctx = Context::new(corpus::link_type(&c.dlt));
-        ctx.snaplen = c.snaplen;
-        check(&c.expr, &ctx);
-    }
-    let by_dlt = corpus::packets_by_dlt();
-    let frames = by_dlt.get(&1).cloned().unwrap_or_default();
-    let seeds = netsift_testkit::exprgen::Seeds::from_frames(frames.iter().map(|(d, _)| &d[..]));
-    let mut rng = netsift_testkit::rng::Rng::new(0x5407_c075);
-    let ctx = Context::new(netsift_wire::LinkType::ETHERNET);
-    for _ in 0..3000 {
-        check(
-            &netsift_testkit::exprgen::expression(&mut rng, &seeds, 2),
-            &ctx,
-        );
-    }
+    netsift_testkit::exprgen::corpus_and_random(3000, 0x5407_c075, &mut check);
     println!("{checked} compilations, {} differ", differ.len());
     assert!(differ.is_empty(), "shortcut programs differ: {differ:#?}");
 }
