@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use netsift_capture::live::Sender;
 
-use crate::netns::Lab;
+use crate::netns::{Lab, schedstat_seconds};
 use crate::workload;
 
 /// How the suite runs.
@@ -177,15 +177,14 @@ fn ksoftirqd_seconds() -> f64 {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0.0;
     };
-    dir.flatten()
-        .filter(|e| {
-            std::fs::read_to_string(e.path().join("comm"))
-                .is_ok_and(|c| c.starts_with("ksoftirqd/"))
-        })
-        .filter_map(|e| std::fs::read_to_string(e.path().join("schedstat")).ok())
-        .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
-        .sum::<u64>() as f64
-        * 1e-9
+    schedstat_seconds(
+        dir.flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("comm"))
+                    .is_ok_and(|c| c.starts_with("ksoftirqd/"))
+            })
+            .map(|e| e.path()),
+    )
 }
 
 /// Busy CPU seconds of the machine so far (`/proc/stat`).
@@ -282,12 +281,7 @@ fn process_seconds(pid: u32) -> Result<f64, String> {
     // Every thread's: the sum over /proc/PID/task/*/schedstat.
     let dir = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map_err(|e| format!("process {pid}: {e}"))?;
-    Ok(dir
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("schedstat")).ok())
-        .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
-        .sum::<u64>() as f64
-        * 1e-9)
+    Ok(schedstat_seconds(dir.flatten().map(|e| e.path())))
 }
 
 /// Start netsiftd in the lab at `socket`.

@@ -203,12 +203,7 @@ impl Lab {
     /// CPU seconds the receiving end's NAPI threads have run so far, exactly
     /// (`/proc/PID/schedstat`); see [`Lab::threaded_receive`] (0 before it).
     pub fn receive_seconds(&self) -> f64 {
-        self.receive_threads
-            .iter()
-            .filter_map(|p| std::fs::read_to_string(p.join("schedstat")).ok())
-            .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
-            .sum::<u64>() as f64
-            * 1e-9
+        schedstat_seconds(&self.receive_threads)
     }
 
     /// `(rx_packets, rx_dropped, tx_packets, tx_dropped)` of device `dev`.
@@ -240,6 +235,16 @@ impl Lab {
         }
         Ok([r[1], r[3], t[1], t[3]])
     }
+}
+
+/// CPU seconds the tasks whose `/proc` directories are `dirs` have run so far, exactly: the
+/// sum of the first field of their `schedstat` (nanoseconds). A task that has gone counts 0.
+pub fn schedstat_seconds<P: AsRef<std::path::Path>>(dirs: impl IntoIterator<Item = P>) -> f64 {
+    dirs.into_iter()
+        .filter_map(|p| std::fs::read_to_string(p.as_ref().join("schedstat")).ok())
+        .filter_map(|t| t.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>() as f64
+        * 1e-9
 }
 
 /// `ETHTOOL_STSO`: set TCP segmentation offload (all its kinds).
