@@ -17,25 +17,31 @@ pub(crate) fn size_bits(size: u8) -> u16 {
 
 /// Statements that load `field` into A (and may set X).
 pub(crate) fn load_field(field: &Field) -> Vec<Insn> {
+    let mut v = Vec::new();
+    push_load_field(field, &mut v);
+    v
+}
+
+/// [`load_field`], appended to `out`.
+pub(crate) fn push_load_field(field: &Field, out: &mut Vec<Insn>) {
     match *field {
-        Field::WireLen => vec![Insn::stmt(LD | W | LEN, 0)],
+        Field::WireLen => out.push(Insn::stmt(LD | W | LEN, 0)),
         Field::Ancillary { k, size } => {
-            vec![Insn::stmt(LD | size_bits(size) | ABS, SKF_AD_OFF + k)]
+            out.push(Insn::stmt(LD | size_bits(size) | ABS, SKF_AD_OFF + k))
         }
         Field::Packet { loc, size } => {
             let sz = size_bits(size);
             match loc {
-                Loc::Abs(k) => vec![Insn::stmt(LD | sz | ABS, k)],
-                Loc::Ipv4Payload { nl, off } => ipv4_payload_load(nl, off, sz),
-                Loc::Var { reg, off } => vec![
+                Loc::Abs(k) => out.push(Insn::stmt(LD | sz | ABS, k)),
+                Loc::Ipv4Payload { nl, off } => out.extend(ipv4_payload_load(nl, off, sz)),
+                Loc::Var { reg, off } => out.extend([
                     Insn::stmt(LDX | W | MEM, u32::from(reg)),
                     Insn::stmt(LD | sz | IND, off),
-                ],
+                ]),
                 Loc::VarIpv4Payload { reg, off } => {
-                    let mut v = var_ipv4_hlen(reg);
-                    v.push(Insn::stmt(MISC | TAX, 0));
-                    v.push(Insn::stmt(LD | sz | IND, off));
-                    v
+                    out.extend(var_ipv4_hlen(reg));
+                    out.push(Insn::stmt(MISC | TAX, 0));
+                    out.push(Insn::stmt(LD | sz | IND, off));
                 }
             }
         }

@@ -120,7 +120,25 @@ pub fn compile_without_shortcuts(pred: &Pred, opts: &Options) -> Result<Program,
     compile_with(pred, opts, false)
 }
 
+/// Tier 0 alone (`None`: the filter is not for it): for tests that compare it with the
+/// general optimiser and count how often it applies.
+#[doc(hidden)]
+pub fn compile_tier0(pred: &Pred, opts: &Options) -> Option<Program> {
+    if !(opts.optimize && pred.optimizable()) {
+        return None;
+    }
+    opt::direct::compile(pred, opts.snaplen)
+}
+
 fn compile_with(pred: &Pred, opts: &Options, fast: bool) -> Result<Program, CompileError> {
+    // Small filters: tier 0 makes the general optimiser's program without its machinery.
+    if fast
+        && opts.optimize
+        && pred.optimizable()
+        && let Some(program) = opt::direct::compile(pred, opts.snaplen)
+    {
+        return Ok(program);
+    }
     let cfg = if opts.optimize && pred.optimizable() {
         opt::optimize(pred, opts.snaplen, fast)?
     } else {

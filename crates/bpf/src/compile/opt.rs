@@ -22,6 +22,8 @@
 //! a filter netsift alone can prove empty (`ether[0] > 5 and ether[0] < 3`) compiles to a
 //! program that rejects everything, as libpcap's does.
 
+pub(super) mod direct;
+
 use netsift_lang::fxhash::FxHashMap as HashMap;
 use std::hash::Hasher;
 use std::rc::Rc;
@@ -30,7 +32,7 @@ use netsift_lang::Pred;
 use netsift_lang::pred::{self, ArithOp, Base, Cmp, Field, Loc, Node, NodeId, RelOp, Test, Val};
 
 use super::cfg::{Block, BlockId, Cfg, Term};
-use super::emit::{ValCompiler, load_field, size_bits};
+use super::emit::{ValCompiler, push_load_field, size_bits};
 use super::{CompileError, CompileErrorKind};
 use crate::insn::{Insn, code::*};
 
@@ -1627,32 +1629,106 @@ fn thread_must_once(g: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) 
 }
 
 /// How a block ends, before its targets are known.
-#[derive(Clone)]
-enum Br {
+#[derive(Clone, Copy)]
+pub(super) enum Br<'a> {
     /// `code #k`, with the exits swapped when `true`.
     Jump(u16, u32, bool),
     /// A chain of `jeq`.
-    OneOf(Vec<u32>),
+    OneOf(&'a [u32]),
     /// `jge lo` then `jgt hi`.
     Range(u32, u32),
 }
 
-impl Br {
-    fn of(cmp: &Cmp, _mask: u32) -> Br {
+impl<'a> Br<'a> {
+    fn of(cmp: &'a Cmp, _mask: u32) -> Br<'a> {
         match cmp {
             Cmp::Eq(v) => Br::Jump(JMP | JEQ | K, *v, false),
             Cmp::Gt(v) => Br::Jump(JMP | JGT | K, *v, false),
             Cmp::Ge(v) => Br::Jump(JMP | JGE | K, *v, false),
             Cmp::Bits(v) => Br::Jump(JMP | JSET | K, *v, false),
-            Cmp::OneOf(vs) => Br::OneOf(vs.to_vec()),
+            Cmp::OneOf(vs) => Br::OneOf(vs),
             Cmp::Range(a, b) => Br::Range(*a, *b),
         }
     }
 }
 
+/// The statements (appended to `stmts`) and branch of a block testing `t`, given what A and X
+/// hold on entry; and what they hold on exit. Shared by [`emit`] and tier 0 (`direct`), whose
+/// programs must be the same.
+pub(super) fn plan_test<'a>(
+    t: &'a Test,
+    ain: Holds,
+    xin: Holds,
+    stmts: &mut Vec<Insn>,
+) -> (Br<'a>, Holds, Holds) {
+    let masked = t.mask != u32::MAX;
+    let has_masked = masked && ain == Holds::Masked(t.field, t.mask);
+    let has_field = ain == Holds::Field(t.field);
+    let mut xout = xin;
+    if !has_field && !has_masked {
+        match t.field {
+            Field::Packet {
+                loc: Loc::Ipv4Payload { nl, off },
+                size,
+            } if off <= u32::MAX - 64 - nl => {
+                if xin != Holds::Msh(nl) {
+                    stmts.push(Insn::stmt(LDX | B | MSH, nl));
+                }
+                stmts.push(Insn::stmt(LD | size_bits(size) | IND, nl + off));
+                xout = Holds::Msh(nl);
+            }
+            Field::Packet {
+                loc: Loc::Ipv4Payload { .. },
+                ..
+            } => {
+                push_load_field(&t.field, stmts);
+                xout = Holds::Unknown;
+            }
+            Field::Packet {
+                loc: Loc::Var { reg, off },
+                size,
+            } => {
+                if xin != Holds::Reg(reg) {
+                    stmts.push(Insn::stmt(LDX | W | MEM, u32::from(reg)));
+                }
+                stmts.push(Insn::stmt(LD | size_bits(size) | IND, off));
+                xout = Holds::Reg(reg);
+            }
+            Field::Packet {
+                loc: Loc::VarIpv4Payload { .. },
+                ..
+            } => {
+                push_load_field(&t.field, stmts);
+                xout = Holds::Unknown;
+            }
+            _ => push_load_field(&t.field, stmts),
+        }
+    }
+    let (br, aout) = if has_masked {
+        (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
+    } else if masked && t.cmp == Cmp::Eq(0) {
+        // `and #m; jeq #0` is `jset #m` with the exits swapped; A keeps the field.
+        (
+            Br::Jump(JMP | JSET | K, t.mask, true),
+            Holds::Field(t.field),
+        )
+    } else if let (true, Cmp::Bits(b)) = (masked, &t.cmp) {
+        (
+            Br::Jump(JMP | JSET | K, b & t.mask, false),
+            Holds::Field(t.field),
+        )
+    } else if masked {
+        stmts.push(Insn::stmt(ALU | AND | K, t.mask));
+        (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
+    } else {
+        (Br::of(&t.cmp, u32::MAX), Holds::Field(t.field))
+    };
+    (br, aout, xout)
+}
+
 /// What a register holds at a block boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Holds {
+pub(super) enum Holds {
     Unknown,
     /// A holds the field, unmasked.
     Field(Field),
@@ -2053,7 +2129,7 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
             Some(_) => Holds::Unknown,
         });
     };
-    let mut plans: Vec<Option<(Vec<Insn>, Br)>> = vec![None; g.nodes.len()];
+    let mut plans: Vec<Option<(Vec<Insn>, Br<'_>)>> = vec![None; g.nodes.len()];
     let mut vals = ValCompiler::new(0);
     for i in (0..g.nodes.len()).rev() {
         if !reach[i] {
@@ -2066,71 +2142,7 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
         );
         let mut stmts = Vec::new();
         let (br, aout, xout) = match &g.atoms[n.atom as usize] {
-            Atom::Test(t) => {
-                let masked = t.mask != u32::MAX;
-                let has_masked = masked && ain == Holds::Masked(t.field, t.mask);
-                let has_field = ain == Holds::Field(t.field);
-                let mut xout = xin;
-                if !has_field && !has_masked {
-                    match t.field {
-                        Field::Packet {
-                            loc: Loc::Ipv4Payload { nl, off },
-                            size,
-                        } if off <= u32::MAX - 64 - nl => {
-                            if xin != Holds::Msh(nl) {
-                                stmts.push(Insn::stmt(LDX | B | MSH, nl));
-                            }
-                            stmts.push(Insn::stmt(LD | size_bits(size) | IND, nl + off));
-                            xout = Holds::Msh(nl);
-                        }
-                        Field::Packet {
-                            loc: Loc::Ipv4Payload { .. },
-                            ..
-                        } => {
-                            stmts.extend(load_field(&t.field));
-                            xout = Holds::Unknown;
-                        }
-                        Field::Packet {
-                            loc: Loc::Var { reg, off },
-                            size,
-                        } => {
-                            if xin != Holds::Reg(reg) {
-                                stmts.push(Insn::stmt(LDX | W | MEM, u32::from(reg)));
-                            }
-                            stmts.push(Insn::stmt(LD | size_bits(size) | IND, off));
-                            xout = Holds::Reg(reg);
-                        }
-                        Field::Packet {
-                            loc: Loc::VarIpv4Payload { .. },
-                            ..
-                        } => {
-                            stmts.extend(load_field(&t.field));
-                            xout = Holds::Unknown;
-                        }
-                        _ => stmts.extend(load_field(&t.field)),
-                    }
-                }
-                let (br, aout) = if has_masked {
-                    (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
-                } else if masked && t.cmp == Cmp::Eq(0) {
-                    // `and #m; jeq #0` is `jset #m` with the exits swapped; A keeps the field.
-                    (
-                        Br::Jump(JMP | JSET | K, t.mask, true),
-                        Holds::Field(t.field),
-                    )
-                } else if let (true, Cmp::Bits(b)) = (masked, &t.cmp) {
-                    (
-                        Br::Jump(JMP | JSET | K, b & t.mask, false),
-                        Holds::Field(t.field),
-                    )
-                } else if masked {
-                    stmts.push(Insn::stmt(ALU | AND | K, t.mask));
-                    (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
-                } else {
-                    (Br::of(&t.cmp, u32::MAX), Holds::Field(t.field))
-                };
-                (br, aout, xout)
-            }
+            Atom::Test(t) => plan_test(t, ain, xin, &mut stmts),
             Atom::Rel(a, op, b) => {
                 let (code, k) = vals.relation(a, *op, b, false, &mut stmts)?;
                 (Br::Jump(code, k, false), Holds::Unknown, Holds::Unknown)
