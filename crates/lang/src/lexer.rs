@@ -660,11 +660,12 @@ enum Fast<'a> {
 /// parts like a `xxxx.xxxx.xxxx` MAC, a name with a dot) is left to the full longest-match
 /// search, which gives the same answer for the words decided here.
 fn fast_word<'a>(
-    s: &'a [u8],
+    src: &'a str,
     at: usize,
     kws: &FxHashMap<&'static [u8], Kw>,
     consts: &FxHashMap<&'static [u8], u32>,
 ) -> Option<(Fast<'a>, usize)> {
+    let s = src.as_bytes();
     let c = s[at];
     if !c.is_ascii_alphanumeric() {
         return None;
@@ -677,8 +678,8 @@ fn fast_word<'a>(
     if run >= 12 || w.iter().any(|&b| matches!(b, b':' | b'-')) || w[run - 1] == b'_' {
         return None;
     }
-    // Only ASCII bytes from here on.
-    let text = std::str::from_utf8(w).ok()?;
+    // Only ASCII bytes: the ends are character boundaries.
+    let text = src.get(at..at + run)?;
     if c.is_ascii_alphabetic() {
         if w.contains(&b'.') {
             return None;
@@ -747,12 +748,36 @@ fn stou(text: &str) -> Result<u32, String> {
 /// Split `src` into tokens.
 pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
     let s = src.as_bytes();
-    let mut out = Vec::new();
+    // About one token per four bytes of a typical filter; grows if not.
+    let mut out = Vec::with_capacity(s.len() / 4 + 2);
     let mut at = 0;
     let err = |msg: String, span: Span| Err(Error::new(ErrorKind::Lexical, msg, Some(span), src));
     while at < s.len() {
         let c = s[at];
         if matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
+            at += 1;
+            continue;
+        }
+        // Operators no other rule can match at all (no two-byte operator, address, name or
+        // number starts with them).
+        let single = match c {
+            b'+' => Some(Op::Plus),
+            b'-' => Some(Op::Minus),
+            b'*' => Some(Op::Star),
+            b'/' => Some(Op::Slash),
+            b'%' => Some(Op::Percent),
+            b'[' => Some(Op::LBracket),
+            b']' => Some(Op::RBracket),
+            b'(' => Some(Op::LParen),
+            b')' => Some(Op::RParen),
+            b'^' => Some(Op::Caret),
+            _ => None,
+        };
+        if let Some(op) = single {
+            out.push(Token {
+                tok: Tok::Op(op),
+                span: Span::new(at, at + 1),
+            });
             at += 1;
             continue;
         }
@@ -762,7 +787,7 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> =
             std::sync::OnceLock::new();
         if let Some((tok, len)) = fast_word(
-            s,
+            src,
             at,
             KW.get_or_init(|| table_map(KEYWORDS)),
             CONST.get_or_init(|| table_map(CONSTANTS)),
