@@ -19,19 +19,19 @@
 //! compares both on the corpus and random expressions.
 
 use netsift_lang::Pred;
-use netsift_lang::pred::{Field, Node, NodeId, Test};
+use netsift_lang::pred::{Cmp, Field, Node, NodeId, Test};
 
 use super::{Br, Holds, Know, max_value, plan_test};
 use crate::insn::{Insn, Program, code::*};
 
 /// Most tests tier 0 takes on (more: the general optimiser).
-const MAX_TESTS: usize = 24;
+const MAX_TESTS: usize = 160;
 /// Most predicate nodes visited (a shared node is visited once per occurrence).
-const MAX_VISITS: u32 = 256;
+const MAX_VISITS: u32 = 1024;
 /// Most decision-graph blocks (a set test is one block per value).
-const MAX_BLOCKS: usize = 64;
+const MAX_BLOCKS: usize = 320;
 /// Most statements in all blocks.
-const MAX_INSNS: usize = 128;
+const MAX_INSNS: usize = 640;
 
 /// A vector that refuses to grow past `N` (`push` gives `None`, and tier 0 gives up).
 struct Capped<T, const N: usize>(Vec<T>);
@@ -69,23 +69,37 @@ impl<T, const N: usize> std::ops::DerefMut for Capped<T, N> {
 /// its instructions): every vector is emptied before use and bounded by the limits above.
 #[derive(Default)]
 struct Scratch {
-    /// Field/mask of each key, and whether a kept test uses it.
-    keys: Capped<(Field, u32, bool), MAX_TESTS>,
+    /// Field/mask of each key, and how many kept tests use it.
+    keys: Capped<(Field, u32, u32), MAX_TESTS>,
     /// The predicate node of each kept test.
     tests: Capped<NodeId, MAX_TESTS>,
     /// Facts on the current path, newest last: (key, everything known about it).
     facts: Capped<(u32, Know), MAX_TESTS>,
+    /// Per key, the index in `facts` of its newest fact (`u32::MAX`: none); each fact holds
+    /// the index it replaced, restored when it is popped.
+    latest: Vec<u32>,
+    replaced: Vec<u32>,
     tree: Capped<T, { 4 * MAX_TESTS }>,
     kids: Capped<u32, { 4 * MAX_TESTS }>,
-    /// Operand groups of the junctions being simplified (a stack).
-    groups: Capped<(u32, u32), { 4 * MAX_TESTS }>,
+    /// Keys of tests that lead a run of junctions taken as one (`a and X or a and Y`).
+    merged: Vec<u32>,
     /// Kept operands of the junctions being simplified (a stack).
     pending: Capped<u32, { 4 * MAX_TESTS }>,
     graph: Capped<GNode, MAX_TESTS>,
+    /// Graph nodes by (test, true, false), as `Graph::node` shares them.
+    node_ids: netsift_lang::fxhash::FxHashMap<(u32, u32, u32), u32>,
+    /// The regrouped graph and its node map (see `regroup`).
+    regrouped: Capped<GNode, MAX_TESTS>,
+    preds: Vec<u32>,
+    memo: Vec<u32>,
+    chain: Vec<u32>,
+    reach: Vec<u64>,
     holds: Vec<(Option<Holds>, Option<Holds>)>,
     plans: Vec<(u32, u32, Branch)>,
     block_of: Vec<u32>,
     blocks: Capped<Block, MAX_BLOCKS>,
+    /// Blocks by the hash of their contents (the first of each hash).
+    block_ids: netsift_lang::fxhash::FxHashMap<u64, u32>,
     insns: Capped<Insn, MAX_INSNS>,
     seen: Vec<bool>,
     post: Vec<u32>,
@@ -148,19 +162,27 @@ impl<'p> Simplifier<'p, '_> {
         {
             Some(i) => Some(i as u32),
             None => {
-                self.sc.keys.push((t.field, t.mask, false))?;
+                self.sc.keys.push((t.field, t.mask, 0))?;
+                self.sc.latest.push(u32::MAX);
                 Some((self.sc.keys.len() - 1) as u32)
             }
         }
     }
 
     fn know(&self, key: u32) -> Option<&Know> {
-        self.sc
-            .facts
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == key)
-            .map(|(_, k)| k)
+        let i = *self.sc.latest.get(key as usize)?;
+        self.sc.facts.get(i as usize).map(|(_, k)| k)
+    }
+
+    /// Pop the facts after the first `mark`.
+    fn forget(&mut self, mark: usize) {
+        while self.sc.facts.len() > mark {
+            let i = self.sc.facts.len() - 1;
+            let key = self.sc.facts[i].0;
+            self.sc.latest[key as usize] = self.sc.replaced[i];
+            self.sc.facts.pop();
+            self.sc.replaced.pop();
+        }
     }
 
     /// After an operand of an `and` (`outcome` true) or `or` (false): learn its outcome if it
@@ -180,7 +202,10 @@ impl<'p> Simplifier<'p, '_> {
             None => Know::new(max_value(&test.field, test.mask)),
         };
         k.learn(&test.cmp, outcome, false);
-        self.sc.facts.push((key, k))
+        self.sc.facts.push((key, k))?;
+        self.sc.replaced.push(self.sc.latest[key as usize]);
+        self.sc.latest[key as usize] = (self.sc.facts.len() - 1) as u32;
+        Some(())
     }
 
     fn push(&mut self, n: T) -> Option<S> {
@@ -203,17 +228,17 @@ impl<'p> Simplifier<'p, '_> {
                     return Some(S::Const(super::eval_cmp(&t.cmp, 0)));
                 }
                 let key = self.key(t)?;
-                if let Some(k) = self.know(key) {
-                    return k.decide(&t.cmp, false).map(S::Const);
+                if let Some(b) = self.know(key).and_then(|k| k.decide(&t.cmp, false)) {
+                    return Some(S::Const(b));
                 }
-                if self.sc.keys[key as usize].2
-                    || Know::new(max_value(&t.field, t.mask))
-                        .decide(&t.cmp, false)
-                        .is_some()
+                // A test its field's width decides: the general optimiser's business.
+                if Know::new(max_value(&t.field, t.mask))
+                    .decide(&t.cmp, false)
+                    .is_some()
                 {
                     return None;
                 }
-                self.sc.keys[key as usize].2 = true;
+                self.sc.keys[key as usize].2 += 1;
                 self.sc.tests.push(id)?;
                 self.push(T::Test((self.sc.tests.len() - 1) as u32, key))
             }
@@ -230,113 +255,171 @@ impl<'p> Simplifier<'p, '_> {
         }
     }
 
-    /// `and` (`all`) or `or` of `ops`. Runs of operands that are the opposite junction with
-    /// the same single test first (`a and X or a and Y`, the two directions of `src or dst net`)
-    /// are taken as one, `a and (X or Y)`: on the paths where the first `a` failed the general
-    /// optimiser decides the second one false too, so both give the same graph.
+    /// `and` (`all`) or `or` of `ops`.
     fn junction(&mut self, ops: &[NodeId], all: bool) -> Option<S> {
-        let pred = self.pred;
-        // The operands of op `i` if it is the opposite junction led by a single test.
-        let led = |i: usize| -> Option<&[NodeId]> {
-            let inner = match (pred.node(ops[i]), all) {
-                (Node::And(inner), false) | (Node::Or(inner), true) => inner,
-                _ => return None,
-            };
-            let single = match pred.node(inner[0]) {
-                Node::Test(_) => true,
-                Node::Not(x) => matches!(pred.node(*x), Node::Test(_)),
-                _ => false,
-            };
-            single.then_some(&inner[..])
-        };
-        // Groups of operands: [start, end) runs, pushed on the groups stack.
-        let base = self.sc.groups.len();
-        let mut i = 0;
-        while i < ops.len() {
-            let mut j = i + 1;
-            if let Some(first) = led(i) {
-                while j < ops.len() && led(j).is_some_and(|o| o[0] == first[0]) {
-                    j += 1;
-                }
-            }
-            self.sc.groups.push((i as u32, j as u32))?;
-            i = j;
-        }
-        let ng = self.sc.groups.len() - base;
-        let r = self.combine(ng, all, |s, g| {
-            let (i, j) = s.sc.groups[base + g];
-            let (i, j) = (i as usize, j as usize);
-            if j == i + 1 {
-                return s.simplify(ops[i]);
-            }
-            // a and (X or Y …): the lead, then the rests.
-            let lead = led(i)?[0];
-            s.combine(2, !all, |s, k| {
-                if k == 0 {
-                    return s.simplify(lead);
-                }
-                s.combine(j - i, all, |s, m| s.junction(&led(i + m)?[1..], !all))
-            })
-        });
-        self.sc.groups.truncate(base);
-        r
-    }
-
-    /// `and` (`all`) or `or` of `count` operands, operand `i` simplified by `item(self, i)`.
-    fn combine(
-        &mut self,
-        count: usize,
-        all: bool,
-        mut item: impl FnMut(&mut Self, usize) -> Option<S>,
-    ) -> Option<S> {
         let mark = self.sc.facts.len();
         let base = self.sc.pending.len();
-        for o in 0..count {
-            match item(self, o) {
-                None => return None,
+        for &o in ops {
+            let tests = self.sc.tests.len();
+            match self.simplify(o)? {
+                // An operand whose tests were all absorbed (`a and b` where `a` decides `b`
+                // false): the general optimiser keeps `a` for what it teaches the operands
+                // after it.
+                S::Const(_) if self.sc.tests.len() != tests => return None,
                 // `x and false`, `x or true`: both exits of `x` meet (no test is left).
-                Some(S::Const(b)) if b != all => {
-                    self.sc.facts.truncate(mark);
+                S::Const(b) if b != all => {
+                    self.forget(mark);
                     self.sc.pending.truncate(base);
                     return Some(S::Const(b));
                 }
-                Some(S::Const(_)) => {}
-                Some(S::Node(k)) => {
+                S::Const(_) => {}
+                S::Node(k) => {
                     self.sc.pending.push(k)?;
                     self.learn(k, all)?;
                 }
             }
         }
-        self.sc.facts.truncate(mark);
-        let n = self.sc.pending.len() - base;
-        match n {
-            0 => Some(S::Const(all)),
-            1 => {
-                let k = self.sc.pending[base];
-                self.sc.pending.truncate(base);
-                Some(S::Node(k))
-            }
-            _ => {
-                let start = self.sc.kids.len() as u32;
-                for i in base..base + n {
-                    let k = self.sc.pending[i];
-                    self.sc.kids.push(k)?;
+        self.forget(mark);
+        if self.sc.pending.len() == base {
+            return Some(S::Const(all));
+        }
+        self.make(base, all).map(S::Node)
+    }
+
+    /// The test leading tree node `k` if it is the junction opposite to `all` whose first
+    /// operand is a single test: (the test's predicate node, negated, the lead's tree node,
+    /// the junction's operands).
+    fn lead(&self, k: u32, all: bool) -> Option<(NodeId, bool, u32, u32, u32)> {
+        let (start, len) = match (self.sc.tree[k as usize], all) {
+            (T::Or(start, len), true) | (T::And(start, len), false) => (start, len),
+            _ => return None,
+        };
+        let first = self.sc.kids[start as usize];
+        let (t, neg) = match self.sc.tree[first as usize] {
+            T::Test(t, _) => (t, false),
+            T::Not(m) => match self.sc.tree[m as usize] {
+                T::Test(t, _) => (t, true),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some((self.sc.tests[t as usize], neg, first, start, len))
+    }
+
+    /// The `and` (`all`) or `or` of the tree nodes `pending[base..]` (which it pops). Runs of
+    /// operands that are the opposite junction led by the same test (`a and X or a and Y`,
+    /// the two directions of `src or dst net`) are taken as one, `a and (X or Y)`: where the
+    /// first `a` decided the way, the general optimiser decides the second `a` the same way
+    /// (checked: the lead's outcome must decide the same test again), so both give one graph.
+    fn make(&mut self, base: usize, all: bool) -> Option<u32> {
+        let end = self.sc.pending.len();
+        if end - base == 1 {
+            let k = self.sc.pending[base];
+            self.sc.pending.truncate(base);
+            return Some(k);
+        }
+        let mut i = base;
+        while i < end {
+            let k = self.sc.pending[i];
+            let mut j = i + 1;
+            let lead = self.lead(k, all).filter(|l| self.decides_again(l.0));
+            if let Some(l) = lead {
+                while j < end
+                    && self.lead(self.sc.pending[j], all).map(|x| (x.0, x.1)) == Some((l.0, l.1))
+                {
+                    j += 1;
                 }
-                self.sc.pending.truncate(base);
-                if all {
-                    self.push(T::And(start, n as u32))
-                } else {
-                    self.push(T::Or(start, n as u32))
+            }
+            match lead {
+                Some((_, _, first, _, _)) if j - i >= 2 => {
+                    // The rests of the run's junctions, then their junction.
+                    let rb = self.sc.pending.len();
+                    for m in i..j {
+                        let (_, _, _, start, len) = self.lead(self.sc.pending[m], all)?;
+                        let rest = if len == 2 {
+                            self.sc.kids[start as usize + 1]
+                        } else if all {
+                            self.push_node(T::Or(start + 1, len - 1))?
+                        } else {
+                            self.push_node(T::And(start + 1, len - 1))?
+                        };
+                        self.sc.pending.push(rest)?;
+                    }
+                    let inner = self.make(rb, all)?;
+                    let key = match self.sc.tree[first as usize] {
+                        T::Test(_, key) => key,
+                        T::Not(m) => match self.sc.tree[m as usize] {
+                            T::Test(_, key) => key,
+                            _ => return None,
+                        },
+                        _ => return None,
+                    };
+                    self.sc.merged.push(key);
+                    let start = self.sc.kids.len() as u32;
+                    self.sc.kids.push(first)?;
+                    self.sc.kids.push(inner)?;
+                    let outer = if all {
+                        self.push_node(T::Or(start, 2))?
+                    } else {
+                        self.push_node(T::And(start, 2))?
+                    };
+                    self.sc.pending.push(outer)?;
+                }
+                _ => {
+                    for m in i..j {
+                        let k = self.sc.pending[m];
+                        self.sc.pending.push(k)?;
+                    }
                 }
             }
+            i = j;
+        }
+        let n = self.sc.pending.len() - end;
+        let node = if n == 1 {
+            self.sc.pending[end]
+        } else {
+            let start = self.sc.kids.len() as u32;
+            for m in end..end + n {
+                let k = self.sc.pending[m];
+                self.sc.kids.push(k)?;
+            }
+            if all {
+                self.push_node(T::And(start, n as u32))?
+            } else {
+                self.push_node(T::Or(start, n as u32))?
+            }
+        };
+        self.sc.pending.truncate(base);
+        Some(node)
+    }
+
+    /// Whether the test's outcome, once learned, decides the same test again (both ways): a
+    /// set test, for one, teaches only its range when true.
+    fn decides_again(&self, id: NodeId) -> bool {
+        let Some(t) = test_of(self.pred, id) else {
+            return false;
+        };
+        [true, false].iter().all(|&outcome| {
+            let mut k = Know::new(max_value(&t.field, t.mask));
+            k.learn(&t.cmp, outcome, false);
+            k.decide(&t.cmp, false) == Some(outcome)
+        })
+    }
+
+    fn push_node(&mut self, n: T) -> Option<u32> {
+        match self.push(n)? {
+            S::Node(k) => Some(k),
+            S::Const(_) => None,
         }
     }
 }
 
-/// A decision-graph node: test, true and false successors (`ACCEPT`, `REJECT` or `FIRST + i`).
-#[derive(Clone, Copy)]
+/// A decision-graph node: the test (its predicate node), its key, and the true and false
+/// successors (`ACCEPT`, `REJECT` or `FIRST + i`).
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct GNode {
     test: u32,
+    key: u32,
     t: u32,
     f: u32,
 }
@@ -345,16 +428,32 @@ const ACCEPT: u32 = super::ACCEPT;
 const REJECT: u32 = super::REJECT;
 const FIRST: u32 = super::FIRST;
 
+/// A node of `graph` (or the one made before for the same test and successors, as
+/// `Graph::node` shares them); a test whose two successors are the same is dropped.
+fn node(
+    graph: &mut Capped<GNode, MAX_TESTS>,
+    ids: &mut netsift_lang::fxhash::FxHashMap<(u32, u32, u32), u32>,
+    n: GNode,
+) -> Option<u32> {
+    if n.t == n.f {
+        return Some(n.t);
+    }
+    if let Some(&r) = ids.get(&(n.test, n.t, n.f)) {
+        return Some(r);
+    }
+    graph.push(n)?;
+    let r = graph.len() as u32 - 1 + FIRST;
+    ids.insert((n.test, n.t, n.f), r);
+    Some(r)
+}
+
 /// The decision graph of tree node `n` with exits `t` and `f` (successors made first, as
 /// `build` makes them).
 fn build(sc: &mut Scratch, n: u32, t: u32, f: u32) -> Option<u32> {
     Some(match sc.tree[n as usize] {
-        T::Test(test, _) => {
-            if t == f {
-                return Some(t);
-            }
-            sc.graph.push(GNode { test, t, f })?;
-            sc.graph.len() as u32 - 1 + FIRST
+        T::Test(test, key) => {
+            let test = sc.tests[test as usize].0;
+            node(&mut sc.graph, &mut sc.node_ids, GNode { test, key, t, f })?
         }
         T::Not(x) => build(sc, x, f, t)?,
         T::And(start, len) => {
@@ -374,6 +473,208 @@ fn build(sc: &mut Scratch, n: u32, t: u32, f: u32) -> Option<u32> {
     })
 }
 
+/// The equality values a test compares with, if it only compares for equality.
+fn eq_values(cmp: &Cmp) -> Option<&[u32]> {
+    match cmp {
+        Cmp::Eq(v) => Some(std::slice::from_ref(v)),
+        Cmp::OneOf(vs) => Some(vs),
+        _ => None,
+    }
+}
+
+/// Whether specialising `graph` along its paths would change nothing: no test can be decided
+/// by what the tests before it on a path learned. Fields tested once cannot be; a field tested
+/// by several nodes qualifies when all of them test equality with values no other node of the
+/// field tests, and none is reachable from another's true edge (which would know the value):
+/// what a path then knows of the field is values other nodes excluded, which decide nothing.
+/// A test leading a merged run (`merged`) must also be decided again by what it taught: all
+/// values its field is compared with must fit in what the optimiser remembers (12).
+fn nothing_decidable(pred: &Pred, sc: &mut Scratch) -> Option<()> {
+    let n = sc.graph.len();
+    let mut repeated = false;
+    for key in sc.keys.iter_mut() {
+        key.2 = 0;
+    }
+    for g in sc.graph.iter() {
+        sc.keys[g.key as usize].2 += 1;
+        repeated |= sc.keys[g.key as usize].2 > 1;
+    }
+    if !repeated {
+        return Some(());
+    }
+    // Per repeated key: the set of its nodes; per node: the nodes reachable from it.
+    let words = n.div_ceil(64);
+    let nkeys = sc.keys.len();
+    sc.reach.clear();
+    sc.reach.resize((n + nkeys) * words, 0);
+    let (reach, key_sets) = sc.reach.split_at_mut(n * words);
+    for i in 0..n {
+        let g = sc.graph[i];
+        reach[i * words + i / 64] |= 1 << (i % 64);
+        key_sets[g.key as usize * words + i / 64] |= 1 << (i % 64);
+        for succ in [g.t, g.f] {
+            if succ >= FIRST {
+                let j = (succ - FIRST) as usize;
+                for w in 0..words {
+                    let v = reach[j * words + w];
+                    reach[i * words + w] |= v;
+                }
+            }
+        }
+    }
+    for (key, &(_, _, count)) in sc.keys.iter().enumerate() {
+        if count < 2 {
+            continue;
+        }
+        // Equality tests only, with values no two nodes share.
+        sc.chain.clear();
+        for g in sc.graph.iter().filter(|g| g.key as usize == key) {
+            sc.chain
+                .extend_from_slice(eq_values(&test_of(pred, NodeId(g.test))?.cmp)?);
+        }
+        sc.chain.sort_unstable();
+        if sc.chain.windows(2).any(|w| w[0] == w[1])
+            || (sc.chain.len() > 12 && sc.merged.contains(&(key as u32)))
+        {
+            return None;
+        }
+        // No node of the key after another's true edge.
+        for g in sc.graph.iter().filter(|g| g.key as usize == key) {
+            if g.t >= FIRST {
+                let from = (g.t - FIRST) as usize * words;
+                if (0..words).any(|w| reach[from + w] & key_sets[key * words + w] != 0) {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(())
+}
+
+/// `regroup` of the general optimiser on `graph` (into `regrouped`): in a chain of tests that
+/// all lead to the same place when true (or all when false), tests are sorted by field, first
+/// occurrences first, when that brings repeated fields together.
+fn regroup(sc: &mut Scratch, root: u32) -> Option<u32> {
+    let n = sc.graph.len();
+    sc.preds.clear();
+    sc.preds.resize(n, 0);
+    sc.memo.clear();
+    sc.memo.resize(n, u32::MAX);
+    // Predecessor counts of reachable nodes (the memo marks the seen ones for now).
+    sc.chain.clear();
+    sc.chain.push(root);
+    while let Some(r) = sc.chain.pop() {
+        if r < FIRST || std::mem::replace(&mut sc.memo[(r - FIRST) as usize], 0) == 0 {
+            continue;
+        }
+        let g = sc.graph[(r - FIRST) as usize];
+        for succ in [g.t, g.f] {
+            if succ >= FIRST {
+                sc.preds[(succ - FIRST) as usize] += 1;
+                sc.chain.push(succ);
+            }
+        }
+    }
+    sc.memo.iter_mut().for_each(|m| *m = u32::MAX);
+    sc.regrouped.clear();
+    sc.node_ids.clear();
+    regroup_node(sc, root)
+}
+
+fn regroup_node(sc: &mut Scratch, r: u32) -> Option<u32> {
+    if r < FIRST {
+        return Some(r);
+    }
+    let ri = (r - FIRST) as usize;
+    if sc.memo[ri] != u32::MAX {
+        return Some(sc.memo[ri]);
+    }
+    let n = sc.graph[ri];
+    // The longest chain from r linked by false edges with the true target n.t (an "or"), or by
+    // true edges with the false target n.f (an "and"); inner members have no other entry.
+    let chain_len = |sc: &Scratch, or: bool| -> usize {
+        let (mut len, mut cur) = (1, n);
+        loop {
+            let next = if or { cur.f } else { cur.t };
+            if next < FIRST || sc.preds[(next - FIRST) as usize] != 1 {
+                return len;
+            }
+            let m = sc.graph[(next - FIRST) as usize];
+            if (or && m.t != n.t) || (!or && m.f != n.f) {
+                return len;
+            }
+            len += 1;
+            cur = m;
+        }
+    };
+    let (or_len, and_len) = (chain_len(sc, true), chain_len(sc, false));
+    let (len, or) = if or_len >= and_len {
+        (or_len, true)
+    } else {
+        (and_len, false)
+    };
+    // The members (refs), after whatever the stack holds.
+    let base = sc.chain.len();
+    let mut cur = r;
+    for _ in 0..len {
+        sc.chain.push(cur);
+        let g = sc.graph[(cur - FIRST) as usize];
+        cur = if or { g.f } else { g.t };
+    }
+    let key = |sc: &Scratch, x: u32| sc.graph[(x - FIRST) as usize].key;
+    // Worth regrouping: at least three members, of more than one field, one field repeated.
+    let worth = len >= 3 && {
+        let mut seen = [0u64; MAX_TESTS.div_ceil(64)];
+        let (mut differ, mut repeat) = (false, false);
+        let first = key(sc, sc.chain[base]);
+        for i in base..base + len {
+            let k = key(sc, sc.chain[i]) as usize;
+            differ |= k as u32 != first;
+            repeat |= seen[k / 64] & (1 << (k % 64)) != 0;
+            seen[k / 64] |= 1 << (k % 64);
+        }
+        differ && repeat
+    };
+    if !worth {
+        sc.chain.truncate(base);
+        let t = regroup_node(sc, n.t)?;
+        let f = regroup_node(sc, n.f)?;
+        let x = node(&mut sc.regrouped, &mut sc.node_ids, GNode { t, f, ..n })?;
+        sc.memo[ri] = x;
+        return Some(x);
+    }
+    let last = sc.graph[(sc.chain[base + len - 1] - FIRST) as usize];
+    let (shared, exit) = if or { (n.t, last.f) } else { (n.f, last.t) };
+    let shared = regroup_node(sc, shared)?;
+    let exit = regroup_node(sc, exit)?;
+    // Stable grouping by field, first occurrences first: members ordered after the stack.
+    let sorted = sc.chain.len();
+    let mut done = [0u64; MAX_TESTS.div_ceil(64)];
+    for i in base..base + len {
+        let k = key(sc, sc.chain[i]);
+        let (w, bit) = (k as usize / 64, 1u64 << (k % 64));
+        if done[w] & bit != 0 {
+            continue;
+        }
+        done[w] |= bit;
+        for j in i..base + len {
+            if key(sc, sc.chain[j]) == k {
+                let m = sc.chain[j];
+                sc.chain.push(m);
+            }
+        }
+    }
+    let mut cur = exit;
+    for i in (sorted..sorted + len).rev() {
+        let m = sc.graph[(sc.chain[i] - FIRST) as usize];
+        let (t, f) = if or { (shared, cur) } else { (cur, shared) };
+        cur = node(&mut sc.regrouped, &mut sc.node_ids, GNode { t, f, ..m })?;
+    }
+    sc.chain.truncate(base);
+    sc.memo[ri] = cur;
+    Some(cur)
+}
+
 /// A block: statements `insns[start..start + len]` and how it ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Block {
@@ -382,7 +683,7 @@ struct Block {
     term: Term,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Term {
     Ret(u32),
     Jump { code: u16, k: u32, jt: u32, jf: u32 },
@@ -392,14 +693,29 @@ enum Term {
 /// block added before is returned instead).
 fn add_block(sc: &mut Scratch, from: &[Insn], stmts: (u32, u32), term: Term) -> Option<u32> {
     let new = &from[stmts.0 as usize..(stmts.0 + stmts.1) as usize];
-    for (i, b) in sc.blocks.iter().enumerate() {
-        if b.term == term
+    let hash = {
+        use std::hash::{Hash, Hasher};
+        let mut h = netsift_lang::fxhash::FxHasher::default();
+        term.hash(&mut h);
+        new.hash(&mut h);
+        h.finish()
+    };
+    let same = |sc: &Scratch, b: &Block| {
+        b.term == term
             && b.len == stmts.1
             && sc.insns[b.start as usize..(b.start + b.len) as usize] == *new
-        {
-            return Some(i as u32);
+    };
+    match sc.block_ids.get(&hash) {
+        Some(&i) if same(sc, &sc.blocks[i as usize]) => return Some(i),
+        // Another block of that hash: look at all of them.
+        Some(_) => {
+            if let Some(i) = sc.blocks.iter().position(|b| same(sc, b)) {
+                return Some(i as u32);
+            }
         }
+        None => {}
     }
+    sc.block_ids.insert(hash, sc.blocks.len() as u32);
     let start = sc.insns.len() as u32;
     for &i in new {
         sc.insns.push(i)?;
@@ -427,11 +743,14 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     sc.keys.clear();
     sc.tests.clear();
     sc.facts.clear();
+    sc.latest.clear();
+    sc.replaced.clear();
     sc.tree.clear();
     sc.kids.clear();
-    sc.groups.clear();
+    sc.merged.clear();
     sc.pending.clear();
     sc.graph.clear();
+    sc.node_ids.clear();
     let mut s = Simplifier {
         pred,
         sc,
@@ -444,9 +763,11 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     if root < FIRST {
         return None;
     }
+    nothing_decidable(pred, sc)?;
+    let root = regroup(sc, root)?;
     // What A and X hold on entry to each node: the meet over its predecessors (successors have
     // smaller refs, so decreasing refs are a topological order).
-    let n = sc.graph.len();
+    let n = sc.regrouped.len();
     sc.holds.clear();
     sc.holds.resize(n, (None, None));
     sc.holds[(root - FIRST) as usize] = (Some(Holds::Unknown), Some(Holds::Unknown));
@@ -462,13 +783,13 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     let mut scratch: Vec<Insn> = Vec::with_capacity(4 * n + 4);
     sc.plans.clear();
     for i in (0..n).rev() {
-        let node = sc.graph[i];
+        let node = sc.regrouped[i];
         let (Some(ain), Some(xin)) = sc.holds[i] else {
             // Every node is built from a live parent.
             return None;
         };
         let start = scratch.len();
-        let test = test_of(pred, sc.tests[node.test as usize])?;
+        let test = test_of(pred, NodeId(node.test))?;
         let (br, aout, xout) = plan_test(test, ain, xin, &mut scratch);
         let br = match br {
             Br::Jump(code, k, swap) => Branch::Jump(code, k, swap),
@@ -487,12 +808,13 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     }
     // Blocks, successors first.
     sc.blocks.clear();
+    sc.block_ids.clear();
     sc.insns.clear();
     let accept = add_block(sc, &[], (0, 0), Term::Ret(snaplen))?;
     let reject = add_block(sc, &[], (0, 0), Term::Ret(0))?;
     sc.block_of.clear();
     for i in 0..n {
-        let node = sc.graph[i];
+        let node = sc.regrouped[i];
         let target = |r: u32, block_of: &[u32]| match r {
             ACCEPT => accept,
             REJECT => reject,
@@ -506,8 +828,8 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
                 add_block(sc, &scratch, (ps, pl), Term::Jump { code, k, jt, jf })?
             }
             Branch::OneOf => {
-                let test = test_of(pred, sc.tests[node.test as usize])?;
-                let netsift_lang::pred::Cmp::OneOf(vs) = &test.cmp else {
+                let test = test_of(pred, NodeId(node.test))?;
+                let Cmp::OneOf(vs) = &test.cmp else {
                     return None;
                 };
                 let mut next = jf;
@@ -654,6 +976,9 @@ mod tests {
             "ip src net 192.168.2.0/24 and dst net 10.0.0.0/8",
             "ip src or dst net 192.168.2.0/24",
             "ip and udp port 53",
+            // A field tested many times for different values, regrouped by field.
+            "ip and (not tcp port (80 or 25 or 143) and not ip host (1.1.1.1 or 2.2.2.2))",
+            "ip6 or ip host 10.0.0.1",
         ] {
             assert!(compile(&pred(e), 262_144).is_some(), "{e}");
         }
