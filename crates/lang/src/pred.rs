@@ -609,11 +609,17 @@ pub fn arith(op: ArithOp, a: u32, b: u32) -> Option<u32> {
     })
 }
 
+/// Builders with up to this many nodes find equal nodes by searching, not through a map.
+const SMALL: usize = 16;
+
 /// Builds a [`Pred`] through smart constructors that keep the invariants of the module.
 #[derive(Debug, Default)]
 pub struct Builder {
     nodes: Vec<Node>,
-    /// Hash of a node → the last node interned with that hash; `same_hash` links each node to
+    /// The hash of each node.
+    hashes: Vec<u64>,
+    /// Once there are more than [`SMALL`] nodes (fewer are searched by hash, without a map):
+    /// hash of a node → the last node interned with that hash; `same_hash` links each node to
     /// the one before with the same hash (`u32::MAX` ends). Nodes are stored once, in `nodes`.
     interned: FxHashMap<u64, u32>,
     same_hash: Vec<u32>,
@@ -636,8 +642,7 @@ impl Builder {
     pub fn with_capacity(exact: bool, nodes: usize) -> Builder {
         Builder {
             nodes: Vec::with_capacity(nodes),
-            interned: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
-            same_hash: Vec::with_capacity(nodes),
+            hashes: Vec::with_capacity(nodes),
             exact,
             ..Builder::default()
         }
@@ -659,18 +664,37 @@ impl Builder {
             n.hash(&mut h);
             h.finish()
         };
-        let first = self.interned.get(&hash).copied().unwrap_or(u32::MAX);
-        let mut id = first;
-        while id != u32::MAX {
-            if self.nodes[id as usize] == n {
-                return NodeId(id);
-            }
-            id = self.same_hash[id as usize];
-        }
         let id = self.nodes.len() as u32;
+        if self.nodes.len() < SMALL {
+            // Most filters have a handful of nodes: a search beats building a map.
+            for (i, &h) in self.hashes.iter().enumerate() {
+                if h == hash && self.nodes[i] == n {
+                    return NodeId(i as u32);
+                }
+            }
+        } else {
+            // The map holds the first nodes; add the ones made before it was needed.
+            if self.same_hash.is_empty() {
+                self.interned.reserve(self.nodes.capacity());
+                self.same_hash.reserve(self.nodes.capacity());
+            }
+            for i in self.same_hash.len()..self.nodes.len() {
+                let prev = self.interned.insert(self.hashes[i], i as u32);
+                self.same_hash.push(prev.unwrap_or(u32::MAX));
+            }
+            let first = self.interned.get(&hash).copied().unwrap_or(u32::MAX);
+            let mut at = first;
+            while at != u32::MAX {
+                if self.nodes[at as usize] == n {
+                    return NodeId(at);
+                }
+                at = self.same_hash[at as usize];
+            }
+            self.same_hash.push(first);
+            self.interned.insert(hash, id);
+        }
         self.nodes.push(n);
-        self.same_hash.push(first);
-        self.interned.insert(hash, id);
+        self.hashes.push(hash);
         NodeId(id)
     }
 

@@ -32,6 +32,8 @@ const MAX_VISITS: u32 = 1024;
 const MAX_BLOCKS: usize = 320;
 /// Most statements in all blocks.
 const MAX_INSNS: usize = 640;
+/// Graphs and block lists up to this size are searched, not hashed.
+const SMALL: usize = 16;
 
 /// A vector that refuses to grow past `N` (`push` gives `None`, and tier 0 gives up).
 struct Capped<T, const N: usize>(Vec<T>);
@@ -98,8 +100,10 @@ struct Scratch {
     plans: Vec<(u32, u32, Branch)>,
     block_of: Vec<u32>,
     blocks: Capped<Block, MAX_BLOCKS>,
-    /// Blocks by the hash of their contents (the first of each hash).
+    /// Blocks by the hash of their contents (the first of each hash), once there are many,
+    /// and each block's hash.
     block_ids: netsift_lang::fxhash::FxHashMap<u64, u32>,
+    block_hashes: Vec<u64>,
     insns: Capped<Insn, MAX_INSNS>,
     seen: Vec<bool>,
     post: Vec<u32>,
@@ -438,13 +442,23 @@ fn node(
     if n.t == n.f {
         return Some(n.t);
     }
-    if let Some(&r) = ids.get(&(n.test, n.t, n.f)) {
-        return Some(r);
+    let same = |g: &GNode| g.test == n.test && g.t == n.t && g.f == n.f;
+    if graph.len() < SMALL {
+        if let Some(i) = graph.iter().position(same) {
+            return Some(i as u32 + FIRST);
+        }
+    } else {
+        // The map holds the first nodes; add the ones made before it was needed.
+        for i in ids.len()..graph.len() {
+            let g = graph[i];
+            ids.insert((g.test, g.t, g.f), i as u32 + FIRST);
+        }
+        if let Some(&r) = ids.get(&(n.test, n.t, n.f)) {
+            return Some(r);
+        }
     }
     graph.push(n)?;
-    let r = graph.len() as u32 - 1 + FIRST;
-    ids.insert((n.test, n.t, n.f), r);
-    Some(r)
+    Some(graph.len() as u32 - 1 + FIRST)
 }
 
 /// The decision graph of tree node `n` with exits `t` and `f` (successors made first, as
@@ -489,7 +503,7 @@ fn eq_values(cmp: &Cmp) -> Option<&[u32]> {
 /// what a path then knows of the field is values other nodes excluded, which decide nothing.
 /// A test leading a merged run (`merged`) must also be decided again by what it taught: all
 /// values its field is compared with must fit in what the optimiser remembers (12).
-fn nothing_decidable(pred: &Pred, sc: &mut Scratch) -> Option<()> {
+fn nothing_decidable(pred: &Pred, sc: &mut Scratch) -> Option<bool> {
     let n = sc.graph.len();
     let mut repeated = false;
     for key in sc.keys.iter_mut() {
@@ -500,7 +514,7 @@ fn nothing_decidable(pred: &Pred, sc: &mut Scratch) -> Option<()> {
         repeated |= sc.keys[g.key as usize].2 > 1;
     }
     if !repeated {
-        return Some(());
+        return Some(false);
     }
     // Per repeated key: the set of its nodes; per node: the nodes reachable from it.
     let words = n.div_ceil(64);
@@ -548,7 +562,7 @@ fn nothing_decidable(pred: &Pred, sc: &mut Scratch) -> Option<()> {
             }
         }
     }
-    Some(())
+    Some(true)
 }
 
 /// `regroup` of the general optimiser on `graph` (into `regrouped`): in a chain of tests that
@@ -693,18 +707,28 @@ enum Term {
 /// block added before is returned instead).
 fn add_block(sc: &mut Scratch, from: &[Insn], stmts: (u32, u32), term: Term) -> Option<u32> {
     let new = &from[stmts.0 as usize..(stmts.0 + stmts.1) as usize];
-    let hash = {
-        use std::hash::{Hash, Hasher};
-        let mut h = netsift_lang::fxhash::FxHasher::default();
-        term.hash(&mut h);
-        new.hash(&mut h);
-        h.finish()
-    };
     let same = |sc: &Scratch, b: &Block| {
         b.term == term
             && b.len == stmts.1
             && sc.insns[b.start as usize..(b.start + b.len) as usize] == *new
     };
+    if sc.blocks.len() < SMALL {
+        if let Some(i) = sc.blocks.iter().position(|b| same(sc, b)) {
+            return Some(i as u32);
+        }
+        return push_block(sc, new, term);
+    }
+    // The map holds the first blocks; add the ones made before it was needed.
+    for i in sc.block_hashes.len()..sc.blocks.len() {
+        let b = sc.blocks[i];
+        let h = block_hash(
+            &b.term,
+            &sc.insns[b.start as usize..(b.start + b.len) as usize],
+        );
+        sc.block_hashes.push(h);
+        sc.block_ids.entry(h).or_insert(i as u32);
+    }
+    let hash = block_hash(&term, new);
     match sc.block_ids.get(&hash) {
         Some(&i) if same(sc, &sc.blocks[i as usize]) => return Some(i),
         // Another block of that hash: look at all of them.
@@ -715,14 +739,27 @@ fn add_block(sc: &mut Scratch, from: &[Insn], stmts: (u32, u32), term: Term) -> 
         }
         None => {}
     }
-    sc.block_ids.insert(hash, sc.blocks.len() as u32);
+    sc.block_ids.entry(hash).or_insert(sc.blocks.len() as u32);
+    sc.block_hashes.push(hash);
+    push_block(sc, new, term)
+}
+
+fn block_hash(term: &Term, stmts: &[Insn]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = netsift_lang::fxhash::FxHasher::default();
+    term.hash(&mut h);
+    stmts.hash(&mut h);
+    h.finish()
+}
+
+fn push_block(sc: &mut Scratch, stmts: &[Insn], term: Term) -> Option<u32> {
     let start = sc.insns.len() as u32;
-    for &i in new {
+    for &i in stmts {
         sc.insns.push(i)?;
     }
     sc.blocks.push(Block {
         start,
-        len: stmts.1,
+        len: stmts.len() as u32,
         term,
     })?;
     Some(sc.blocks.len() as u32 - 1)
@@ -730,12 +767,10 @@ fn add_block(sc: &mut Scratch, from: &[Insn], stmts: (u32, u32), term: Term) -> 
 
 /// The optimised program of `pred`, if tier 0 can make it (see the module docs).
 pub(in crate::compile) fn compile(pred: &Pred, snaplen: u32) -> Option<Program> {
-    SCRATCH.with(|cell| {
-        // A compilation inside a compilation (none today) would get fresh memory.
-        let mut sc = cell.take();
-        let program = run(pred, snaplen, &mut sc);
-        cell.replace(sc);
-        program
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut sc) => run(pred, snaplen, &mut sc),
+        // A compilation inside a compilation (none today) gets fresh memory.
+        Err(_) => run(pred, snaplen, &mut Scratch::default()),
     })
 }
 
@@ -763,8 +798,13 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     if root < FIRST {
         return None;
     }
-    nothing_decidable(pred, sc)?;
-    let root = regroup(sc, root)?;
+    let root = if nothing_decidable(pred, sc)? {
+        regroup(sc, root)?
+    } else {
+        // Without a repeated field no chain is worth regrouping: the graph stays as it is.
+        std::mem::swap(&mut sc.graph, &mut sc.regrouped);
+        root
+    };
     // What A and X hold on entry to each node: the meet over its predecessors (successors have
     // smaller refs, so decreasing refs are a topological order).
     let n = sc.regrouped.len();
@@ -809,6 +849,7 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     // Blocks, successors first.
     sc.blocks.clear();
     sc.block_ids.clear();
+    sc.block_hashes.clear();
     sc.insns.clear();
     let accept = add_block(sc, &[], (0, 0), Term::Ret(snaplen))?;
     let reject = add_block(sc, &[], (0, 0), Term::Ret(0))?;
