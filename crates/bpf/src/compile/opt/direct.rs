@@ -105,12 +105,11 @@ struct Scratch {
     block_ids: netsift_lang::fxhash::FxHashMap<u64, u32>,
     block_hashes: Vec<u64>,
     insns: Capped<Insn, MAX_INSNS>,
-    seen: Vec<bool>,
+    /// Per block: seen by the layout's search, and its position.
+    place: Vec<(bool, u32)>,
     post: Vec<u32>,
     stack: Vec<(u32, u8)>,
     order: Vec<u32>,
-    canon: Vec<u32>,
-    offset: Vec<u32>,
 }
 
 thread_local! {
@@ -918,13 +917,14 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
 /// longer than 255 instructions (the general layout then adds `ja`s).
 fn layout(sc: &mut Scratch, root: u32, mut out: Vec<Insn>) -> Option<Program> {
     let nb = sc.blocks.len();
+    // Per block: seen by the search, and its position in the program.
+    sc.place.clear();
+    sc.place.resize(nb, (false, 0));
     // Reverse post-order, the false successor visited first.
-    sc.seen.clear();
-    sc.seen.resize(nb, false);
     sc.post.clear();
     sc.stack.clear();
     sc.stack.push((root, 0));
-    sc.seen[root as usize] = true;
+    sc.place[root as usize].0 = true;
     while let Some(&mut (b, ref mut i)) = sc.stack.last_mut() {
         let next = match sc.blocks[b as usize].term {
             Term::Jump { jt, jf, .. } if *i < 2 => {
@@ -935,8 +935,8 @@ fn layout(sc: &mut Scratch, root: u32, mut out: Vec<Insn>) -> Option<Program> {
         };
         match next {
             Some(s) => {
-                if !sc.seen[s as usize] {
-                    sc.seen[s as usize] = true;
+                if !sc.place[s as usize].0 {
+                    sc.place[s as usize].0 = true;
                     sc.stack.push((s, 0));
                 }
             }
@@ -946,34 +946,27 @@ fn layout(sc: &mut Scratch, root: u32, mut out: Vec<Insn>) -> Option<Program> {
             }
         }
     }
-    // Body in reverse post-order, then one return per value in order of first use.
+    // Body in reverse post-order, then the returns in order of first use. Blocks are shared
+    // when identical, so there is one return per value (`Cfg::linearize` shares them there).
     sc.order.clear();
-    sc.canon.clear();
-    sc.canon.resize(nb, u32::MAX);
-    let mut rets: [(u32, u32); 2] = [(0, u32::MAX); 2];
+    let mut rets: [u32; 2] = [0; 2];
     let mut nrets = 0;
     for &b in sc.post.iter().rev() {
         match sc.blocks[b as usize].term {
             Term::Jump { .. } => sc.order.push(b),
-            Term::Ret(v) => match rets[..nrets].iter().find(|(rv, _)| *rv == v) {
-                Some(&(_, c)) => sc.canon[b as usize] = c,
-                None => {
-                    *rets.get_mut(nrets)? = (v, b);
-                    nrets += 1;
-                }
-            },
+            Term::Ret(_) => {
+                *rets.get_mut(nrets)? = b;
+                nrets += 1;
+            }
         }
     }
-    // Position of each block in the program.
-    sc.offset.clear();
-    sc.offset.resize(nb, 0);
     let mut pc = 0u32;
     for &b in &sc.order {
-        sc.offset[b as usize] = pc;
+        sc.place[b as usize].1 = pc;
         pc += sc.blocks[b as usize].len + 1;
     }
-    for &(_, b) in &rets[..nrets] {
-        sc.offset[b as usize] = pc;
+    for &b in &rets[..nrets] {
+        sc.place[b as usize].1 = pc;
         pc += 1;
     }
     out.reserve(pc as usize);
@@ -983,17 +976,15 @@ fn layout(sc: &mut Scratch, root: u32, mut out: Vec<Insn>) -> Option<Program> {
         let Term::Jump { code, k, jt, jf } = blk.term else {
             continue;
         };
-        let next = sc.offset[b as usize] + blk.len + 1;
-        let rel = |t: u32| -> Option<u8> {
-            let t = match sc.canon[t as usize] {
-                u32::MAX => t,
-                c => c,
-            };
-            u8::try_from(sc.offset[t as usize].checked_sub(next)?).ok()
-        };
+        let next = sc.place[b as usize].1 + blk.len + 1;
+        let rel =
+            |t: u32| -> Option<u8> { u8::try_from(sc.place[t as usize].1.checked_sub(next)?).ok() };
         out.push(Insn::jump(code, k, rel(jt)?, rel(jf)?));
     }
-    for &(v, _) in &rets[..nrets] {
+    for &b in &rets[..nrets] {
+        let Term::Ret(v) = sc.blocks[b as usize].term else {
+            return None;
+        };
         out.push(Insn::stmt(RET | K, v));
     }
     Some(Program::new(out))
