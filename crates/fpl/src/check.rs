@@ -357,6 +357,14 @@ fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
 /// Trip count of `i = start; while i <op> k { …; i = i ± step }`, or `None` when the variable
 /// can wrap or never reaches the bound.
 fn trip_count(start: u64, up: bool, step: u64, op: BinOp, k: u64) -> Option<u64> {
+    // Only a comparison stops the loop when it fails: `R[1] || 8` or `R[1] | 8` never does
+    // (`interp::cmp` calls them false, which would read as "never runs").
+    if !matches!(
+        op,
+        BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+    ) {
+        return None;
+    }
     if !interp::cmp(op, start, k) {
         return Some(0);
     }
@@ -733,5 +741,9 @@ mod tests {
         assert_eq!(trip_count(0, true, 1, BinOp::Gt, 10), Some(0));
         assert_eq!(trip_count(20, true, 1, BinOp::Gt, 10), None);
         assert_eq!(trip_count(0, false, 1, BinOp::Lt, 10), None);
+        // Not comparisons: they bound nothing (they once read as "never runs").
+        for op in [BinOp::LOr, BinOp::Or, BinOp::Add, BinOp::LAnd, BinOp::Xor] {
+            assert_eq!(trip_count(0, true, 1, op, 8), None, "{op:?}");
+        }
     }
 }

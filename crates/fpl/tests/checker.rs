@@ -49,6 +49,12 @@ fn unbounded_loops() {
         reject("FOR (R[1] = 0; R[1] <= 0xffffffffffffffff; R[1]++) ROF", 16).kind(),
         ErrorKind::Unbounded
     );
+    // A test that is not a comparison of the variable bounds nothing (the fuzzer found
+    // `R[1] || 8` accepted as a loop that never runs; it ran until its BREAK, or forever).
+    for test in ["R[1] || 8", "R[1] | 8", "R[1] + 1", "R[1] && R[1] ^ 3"] {
+        let src = format!("FOR (R[1] = 0; {test}; R[1]++) MEM[R[1]] = 1; ROF");
+        assert_eq!(reject(&src, 16).kind(), ErrorKind::Unbounded, "{src}");
+    }
     // Computed register index in the body.
     let e = reject("FOR (R[1] = 0; R[1] < 4; R[1]++) R[PKT.B[0]] = 1; ROF", 16);
     assert!(e.message().contains("computed index"), "{e}");

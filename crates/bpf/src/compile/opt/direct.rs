@@ -1,22 +1,31 @@
 //! Tier 0 of the optimiser: small filters straight from the predicate to instructions.
 //!
-//! Most filters people type (`ip`, `tcp port 80`, `ip src net A and dst net B`, `host X`) are a
-//! handful of tests whose only redundancy is what the enclosing `and`s and `or`s already
-//! decide: `dst net B` also tests for ARP and RARP, which `ip` (a conjunct before it) rules
-//! out. Tier 0 removes exactly those tests, walking the predicate once with the facts every path
-//! into a node shares (the outcomes of the single tests before it in enclosing `and`s and
-//! `or`s). If what remains tests each field (under one mask) at most once, nothing a path
-//! learns can decide a later test, so the general optimiser's specialisation would return that
-//! graph unchanged; tier 0 then lays it out itself, with small arrays instead of the general
-//! optimiser's hash-consed graphs, interned fact sets and control-flow graph.
+//! Most filters people type (`ip`, `ip src net A and dst net B`, `ip and not tcp port (…) and
+//! not ip host (…)`) give the general optimiser nothing to decide once the tests that enclosing
+//! `and`s and `or`s settle are gone: `dst net B` also tests for ARP and RARP, which `ip` (a
+//! conjunct before it) rules out. Tier 0:
 //!
-//! The program must be the general optimiser's, instruction for instruction: the blocks are
-//! planned by the same function ([`plan_test`]) and laid out by the same rules as
-//! `Cfg::linearize` (reverse post-order, false successor visited first, returns last in order
-//! of first use, identical blocks shared). Anything else — relations, a field tested twice,
-//! a test decided by its width alone, a constant result, a jump longer than 255 — gives `None`
-//! and the general optimiser runs. `optimiser_shortcuts_match_the_full_optimiser` (testkit)
-//! compares both on the corpus and random expressions.
+//! 1. walks the predicate once with the facts every path into a node shares (the outcomes of
+//!    the single tests before it in enclosing `and`s and `or`s), dropping the tests they
+//!    decide, and takes runs of `a and X or a and Y` as `a and (X or Y)` (where the first `a`
+//!    decided, the general optimiser decides the second the same way — checked per test);
+//! 2. builds the decision graph as `build` does (nodes shared by test and successors);
+//! 3. proceeds only if specialisation would change nothing: each field is tested once, or a
+//!    field tested by several nodes is tested only for equality, with values no two of them
+//!    share, and never after another one's true edge — a path then knows only values other
+//!    nodes excluded, which decide nothing (`nothing_decidable`);
+//! 4. regroups chains by field as the general optimiser's `regroup` does, plans the blocks with
+//!    the same function ([`plan_test`]), and lays them out by `Cfg::linearize`'s rules
+//!    (reverse post-order, false successor visited first, returns last in order of first use,
+//!    identical blocks shared) — on per-thread vectors instead of the general optimiser's
+//!    hash-consed graphs, interned fact sets and control-flow graph.
+//!
+//! The program must be the general optimiser's, instruction for instruction. Anything else —
+//! relations, a field tested after its value was known, a test decided by its width alone, an
+//! operand whose tests were all absorbed, a constant result, a jump longer than 255 — gives
+//! `None` and the general optimiser runs. `optimiser_shortcuts_match_the_full_optimiser`
+//! (testkit) compares both on the corpus and random expressions, and the `lang_compile` fuzz
+//! target on every input.
 
 use netsift_lang::Pred;
 use netsift_lang::pred::{Cmp, Field, Node, NodeId, Test};
