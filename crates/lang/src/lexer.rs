@@ -771,9 +771,16 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
 /// [`tokenize`]; without `fast`, every token goes through the full longest-match search (the
 /// reference the fast paths are tested against).
 fn tokenize_with(src: &str, fast: bool) -> Result<Vec<Token>, Error> {
-    let s = src.as_bytes();
     // About one token per four bytes of a typical filter; grows if not.
-    let mut out = Vec::with_capacity(s.len() / 4 + 2);
+    let mut out = Vec::with_capacity(src.len() / 4 + 2);
+    tokenize_into(src, fast, &mut out)?;
+    Ok(out)
+}
+
+/// [`tokenize`] into `out` (which it empties first): the parser reuses one vector.
+pub(crate) fn tokenize_into(src: &str, fast: bool, out: &mut Vec<Token>) -> Result<(), Error> {
+    out.clear();
+    let s = src.as_bytes();
     let mut at = 0;
     let err = |msg: String, span: Span| Err(Error::new(ErrorKind::Lexical, msg, Some(span), src));
     while at < s.len() {
@@ -992,7 +999,7 @@ fn tokenize_with(src: &str, fast: bool) -> Result<Vec<Token>, Error> {
         out.push(Token { tok, span });
         at += len;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! libpcap's grammar, lacking a precedence for them, does.
 
 use crate::ast::*;
-use crate::lexer::{Kw, Op, Tok, Token, tokenize};
+use crate::lexer::{Kw, Op, Tok, Token, tokenize_into};
 use crate::span::{Error, ErrorKind, Span};
 
 /// Deepest nesting of parentheses, `not`s and arithmetic accepted.
@@ -23,21 +23,37 @@ pub const MAX_DEPTH: usize = 256;
 
 /// Parse `src`. `Ok(None)` is the empty expression (accept every packet).
 pub fn parse(src: &str) -> Result<Option<Expr>, Error> {
-    let toks = tokenize(src)?;
-    if toks.is_empty() {
-        return Ok(None);
+    // The token vector is kept per thread between parses (its allocation was a tenth of
+    // compiling `ip`).
+    thread_local! {
+        static TOKENS: std::cell::Cell<Vec<Token>> = const { std::cell::Cell::new(Vec::new()) };
     }
+    let mut toks = TOKENS.take();
+    tokenize_into(src, true, &mut toks)?;
     let mut p = Parser {
         toks,
         pos: 0,
         src,
         depth: 0,
     };
-    let (e, _) = p.expr(Inherited::Undefined)?;
-    if p.pos < p.toks.len() {
-        return Err(p.unexpected());
+    let result = if p.toks.is_empty() {
+        Ok(None)
+    } else {
+        p.expr(Inherited::Undefined).and_then(|(e, _)| {
+            if p.pos < p.toks.len() {
+                Err(p.unexpected())
+            } else {
+                Ok(Some(e))
+            }
+        })
+    };
+    let mut toks = p.toks;
+    // Not a huge one: a thread that once parsed a megabyte keeps nothing of it.
+    if toks.capacity() <= 4096 {
+        toks.clear();
+        TOKENS.set(toks);
     }
-    Ok(Some(e))
+    result
 }
 
 struct Parser<'a> {

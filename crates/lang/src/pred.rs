@@ -612,6 +612,12 @@ pub fn arith(op: ArithOp, a: u32, b: u32) -> Option<u32> {
 /// Builders with up to this many nodes find equal nodes by searching, not through a map.
 const SMALL: usize = 16;
 
+thread_local! {
+    /// The node-hash vector of the last builder finished on this thread, for the next one
+    /// (its allocation was a twentieth of compiling `ip`).
+    static HASHES: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// Builds a [`Pred`] through smart constructors that keep the invariants of the module.
 #[derive(Debug, Default)]
 pub struct Builder {
@@ -640,9 +646,12 @@ impl Builder {
 
     /// A builder with room for about `nodes` nodes.
     pub fn with_capacity(exact: bool, nodes: usize) -> Builder {
+        let mut hashes = HASHES.take();
+        hashes.clear();
+        hashes.reserve(nodes);
         Builder {
             nodes: Vec::with_capacity(nodes),
-            hashes: Vec::with_capacity(nodes),
+            hashes,
             exact,
             ..Builder::default()
         }
@@ -926,6 +935,12 @@ impl Builder {
 
     /// Finish with `root`.
     pub fn finish(self, root: NodeId) -> Pred {
+        // The hashes go back for the next builder on this thread (not a huge vector).
+        let mut hashes = self.hashes;
+        if hashes.capacity() <= 4096 {
+            hashes.clear();
+            HASHES.set(hashes);
+        }
         Pred {
             any_special: self.nodes.iter().any(Node::is_special),
             nodes: self.nodes,
