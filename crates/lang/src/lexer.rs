@@ -818,13 +818,14 @@ pub(crate) fn tokenize_into(src: &str, fast: bool, out: &mut Vec<Token>) -> Resu
         static KW: std::sync::OnceLock<FxHashMap<&'static [u8], Kw>> = std::sync::OnceLock::new();
         static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> =
             std::sync::OnceLock::new();
-        if !fast {
-        } else if let Some((tok, len)) = fast_word(
-            src,
-            at,
-            KW.get_or_init(|| table_map(KEYWORDS)),
-            CONST.get_or_init(|| table_map(CONSTANTS)),
-        ) {
+        if fast
+            && let Some((tok, len)) = fast_word(
+                src,
+                at,
+                KW.get_or_init(|| table_map(KEYWORDS)),
+                CONST.get_or_init(|| table_map(CONSTANTS)),
+            )
+        {
             let span = Span::new(at, at + len);
             let tok = match tok {
                 Fast::Tok(t) => t,

@@ -132,11 +132,7 @@ pub fn compile_tier0(pred: &Pred, opts: &Options) -> Option<Program> {
 
 fn compile_with(pred: &Pred, opts: &Options, fast: bool) -> Result<Program, CompileError> {
     // Small filters: tier 0 makes the general optimiser's program without its machinery.
-    if fast
-        && opts.optimize
-        && pred.optimizable()
-        && let Some(program) = opt::direct::compile(pred, opts.snaplen)
-    {
+    if fast && let Some(program) = compile_tier0(pred, opts) {
         return Ok(program);
     }
     let cfg = if opts.optimize && pred.optimizable() {

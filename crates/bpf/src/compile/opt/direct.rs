@@ -80,7 +80,8 @@ impl<T, const N: usize> std::ops::DerefMut for Capped<T, N> {
 /// its instructions): every vector is emptied before use and bounded by the limits above.
 #[derive(Default)]
 struct Scratch {
-    /// Field/mask of each key, and how many kept tests use it.
+    /// Field/mask of each key, and how many graph nodes test it (counted by
+    /// `nothing_decidable`).
     keys: Capped<(Field, u32, u32), MAX_TESTS>,
     /// The predicate node of each kept test.
     tests: Capped<NodeId, MAX_TESTS>,
@@ -197,17 +198,26 @@ impl<'p> Simplifier<'p, '_> {
         }
     }
 
+    /// Tree node `n` as a single test, possibly negated: (its index in `tests`, its key,
+    /// negated).
+    fn single(&self, n: u32) -> Option<(u32, u32, bool)> {
+        match self.sc.tree[n as usize] {
+            T::Test(t, key) => Some((t, key, false)),
+            T::Not(m) => match self.sc.tree[m as usize] {
+                T::Test(t, key) => Some((t, key, true)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// After an operand of an `and` (`outcome` true) or `or` (false): learn its outcome if it
     /// is a single test.
     fn learn(&mut self, n: u32, outcome: bool) -> Option<()> {
-        let (t, key, outcome) = match self.sc.tree[n as usize] {
-            T::Test(t, key) => (t, key, outcome),
-            T::Not(m) => match self.sc.tree[m as usize] {
-                T::Test(t, key) => (t, key, !outcome),
-                _ => return Some(()),
-            },
-            _ => return Some(()),
+        let Some((t, key, negated)) = self.single(n) else {
+            return Some(());
         };
+        let outcome = outcome != negated;
         let test = test_of(self.pred, self.sc.tests[t as usize])?;
         let mut k = match self.know(key) {
             Some(k) => *k,
@@ -250,7 +260,6 @@ impl<'p> Simplifier<'p, '_> {
                 {
                     return None;
                 }
-                self.sc.keys[key as usize].2 += 1;
                 self.sc.tests.push(id)?;
                 self.push(T::Test((self.sc.tests.len() - 1) as u32, key))
             }
@@ -299,23 +308,26 @@ impl<'p> Simplifier<'p, '_> {
     }
 
     /// The test leading tree node `k` if it is the junction opposite to `all` whose first
-    /// operand is a single test: (the test's predicate node, negated, the lead's tree node,
-    /// the junction's operands).
-    fn lead(&self, k: u32, all: bool) -> Option<(NodeId, bool, u32, u32, u32)> {
+    /// operand is a single test: (the test's predicate node, negated, its key, the lead's tree
+    /// node, the junction's operands).
+    fn lead(&self, k: u32, all: bool) -> Option<(NodeId, bool, u32, u32, u32, u32)> {
         let (start, len) = match (self.sc.tree[k as usize], all) {
             (T::Or(start, len), true) | (T::And(start, len), false) => (start, len),
             _ => return None,
         };
         let first = self.sc.kids[start as usize];
-        let (t, neg) = match self.sc.tree[first as usize] {
-            T::Test(t, _) => (t, false),
-            T::Not(m) => match self.sc.tree[m as usize] {
-                T::Test(t, _) => (t, true),
-                _ => return None,
-            },
-            _ => return None,
-        };
-        Some((self.sc.tests[t as usize], neg, first, start, len))
+        let (t, key, negated) = self.single(first)?;
+        Some((self.sc.tests[t as usize], negated, key, first, start, len))
+    }
+
+    /// A new junction node over `kids[start..start + len]`: `and` when `all`.
+    fn junction_node(&mut self, all: bool, start: u32, len: u32) -> Option<u32> {
+        self.sc.tree.push(if all {
+            T::And(start, len)
+        } else {
+            T::Or(start, len)
+        })?;
+        Some((self.sc.tree.len() - 1) as u32)
     }
 
     /// The `and` (`all`) or `or` of the tree nodes `pending[base..]` (which it pops). Runs of
@@ -343,38 +355,24 @@ impl<'p> Simplifier<'p, '_> {
                 }
             }
             match lead {
-                Some((_, _, first, _, _)) if j - i >= 2 => {
+                Some((_, _, key, first, _, _)) if j - i >= 2 => {
                     // The rests of the run's junctions, then their junction.
                     let rb = self.sc.pending.len();
                     for m in i..j {
-                        let (_, _, _, start, len) = self.lead(self.sc.pending[m], all)?;
+                        let (.., start, len) = self.lead(self.sc.pending[m], all)?;
                         let rest = if len == 2 {
                             self.sc.kids[start as usize + 1]
-                        } else if all {
-                            self.push_node(T::Or(start + 1, len - 1))?
                         } else {
-                            self.push_node(T::And(start + 1, len - 1))?
+                            self.junction_node(!all, start + 1, len - 1)?
                         };
                         self.sc.pending.push(rest)?;
                     }
                     let inner = self.make(rb, all)?;
-                    let key = match self.sc.tree[first as usize] {
-                        T::Test(_, key) => key,
-                        T::Not(m) => match self.sc.tree[m as usize] {
-                            T::Test(_, key) => key,
-                            _ => return None,
-                        },
-                        _ => return None,
-                    };
                     self.sc.merged.push(key);
                     let start = self.sc.kids.len() as u32;
                     self.sc.kids.push(first)?;
                     self.sc.kids.push(inner)?;
-                    let outer = if all {
-                        self.push_node(T::Or(start, 2))?
-                    } else {
-                        self.push_node(T::And(start, 2))?
-                    };
+                    let outer = self.junction_node(!all, start, 2)?;
                     self.sc.pending.push(outer)?;
                 }
                 _ => {
@@ -395,11 +393,7 @@ impl<'p> Simplifier<'p, '_> {
                 let k = self.sc.pending[m];
                 self.sc.kids.push(k)?;
             }
-            if all {
-                self.push_node(T::And(start, n as u32))?
-            } else {
-                self.push_node(T::Or(start, n as u32))?
-            }
+            self.junction_node(all, start, n as u32)?
         };
         self.sc.pending.truncate(base);
         Some(node)
@@ -416,13 +410,6 @@ impl<'p> Simplifier<'p, '_> {
             k.learn(&t.cmp, outcome, false);
             k.decide(&t.cmp, false) == Some(outcome)
         })
-    }
-
-    fn push_node(&mut self, n: T) -> Option<u32> {
-        match self.push(n)? {
-            S::Node(k) => Some(k),
-            S::Const(_) => None,
-        }
     }
 }
 
