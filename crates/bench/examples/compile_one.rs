@@ -1,5 +1,5 @@
 //! Compile one benchmark filter many times, timing each stage, for profilers:
-//! `cargo run --release -p netsift-bench --example compile_one -- INDEX [ROUNDS] [whole]`;
+//! `cargo run --release -p netsift-bench --example compile_one -- INDEX|EXPR [ROUNDS] [whole]`;
 //! with `whole`, only the whole optimised pipeline runs (as `netsift bench compile` times it).
 use std::time::Instant;
 #[global_allocator]
@@ -9,9 +9,16 @@ use netsift_bench::workload;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let idx: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2);
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let f = &workload::compile_filters()[idx];
+    // INDEX is a benchmark filter's index, or any other expression.
+    let f = &match args.get(1).map(|s| (s, s.parse::<usize>())) {
+        Some((_, Ok(idx))) => workload::compile_filters().swap_remove(idx),
+        Some((expr, Err(_))) => workload::NamedFilter {
+            name: "expr",
+            expr: expr.clone(),
+        },
+        None => workload::compile_filters().swap_remove(2),
+    };
     if args.get(3).map(String::as_str) == Some("whole") {
         let mut n = 0;
         let t = Instant::now();

@@ -351,8 +351,9 @@ pub enum Op {
     Shr,
 }
 
-/// One token.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One token. Addresses and names carry no text: it is the source under the token's span
+/// ([`Token::text`]), so tokens are copied, never allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tok {
     /// A keyword.
     Kw(Kw),
@@ -361,24 +362,36 @@ pub enum Tok {
     /// A number (decimal, `0x` hexadecimal, `0` octal, or a named constant).
     Num(u32),
     /// A dotted IPv4 address of 2 to 4 parts (`10.1`, `192.168.0.1`).
-    Hid(String),
+    Hid,
     /// An IPv6 address.
-    Hid6(String),
+    Hid6,
     /// A MAC address.
-    Eid(String),
+    Eid,
     /// An ARCnet address `$xx`.
-    Aid(String),
-    /// A name (or an escaped keyword, without its backslash).
-    Id(String),
+    Aid,
+    /// A name (or an escaped keyword `\name`, whose text is the name without its backslash).
+    Id,
 }
 
 /// A token with its position.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token {
     /// What it is.
     pub tok: Tok,
     /// Where it is.
     pub span: Span,
+}
+
+impl Token {
+    /// The token's text in `src` (the source it was read from): for an escaped name `\tcp`,
+    /// the name without its backslash.
+    pub fn text<'a>(&self, src: &'a str) -> &'a str {
+        let text = &src[self.span.start..self.span.end];
+        match self.tok {
+            Tok::Id => text.strip_prefix('\\').unwrap_or(text),
+            _ => text,
+        }
+    }
 }
 
 fn is_hex(b: u8) -> bool {
@@ -650,8 +663,100 @@ fn lookup<T: Copy>(table: &FxHashMap<&'static [u8], T>, word: &[u8]) -> Option<(
 /// A token found by [`fast_word`].
 enum Fast<'a> {
     Tok(Tok),
-    /// A decimal number still to convert (it may overflow).
+    /// A number still to convert (octal, or too large: `stou` has the message).
     Num(&'a str),
+}
+
+/// Byte classes of [`fast_word`]'s scan (0: ends the word).
+const C_DIGIT: u8 = 1;
+const C_DOT: u8 = 2;
+const C_ALPHA: u8 = 4;
+/// `:` and `-`: address syntax, left to the full search.
+const C_ADDR: u8 = 8;
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = match i as u8 {
+            b'0'..=b'9' => C_DIGIT,
+            b'.' => C_DOT,
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => C_ALPHA,
+            b':' | b'-' => C_ADDR,
+            _ => 0,
+        };
+        i += 1;
+    }
+    t
+};
+
+/// Longest word [`fast_word`] decides (longer ones go to the full search).
+const FAST_MAX: usize = 11;
+
+/// A word of at most 16 bytes as one number: its bytes little-endian, zero-padded (words hold
+/// no NUL, so distinct words give distinct numbers).
+fn pack(w: &[u8]) -> u128 {
+    // Shifted in byte by byte: a copy into a buffer read back whole stalls the load.
+    w.iter().rev().fold(0u128, |k, &b| (k << 8) | u128::from(b))
+}
+
+/// What a word of [`fast_word`] is when it is in [`KEYWORDS`] or [`CONSTANTS`].
+#[derive(Clone, Copy)]
+enum Word {
+    Kw(Kw),
+    Const(u32),
+}
+
+/// The keywords and constants of at most [`FAST_MAX`] bytes, by packed spelling, in an
+/// open-addressing table (keywords win over constants, as the scanner lists them first).
+struct Words {
+    slots: Box<[(u128, Option<Word>)]>,
+    shift: u32,
+}
+
+impl Words {
+    fn new() -> Words {
+        let bits = 10;
+        let mut w = Words {
+            slots: vec![(0, None); 1 << bits].into_boxed_slice(),
+            shift: 64 - bits,
+        };
+        let consts = CONSTANTS.iter().map(|&(s, v)| (s, Word::Const(v)));
+        let kws = KEYWORDS.iter().map(|&(s, k)| (s, Word::Kw(k)));
+        for (spelling, v) in consts.chain(kws) {
+            if spelling.len() <= FAST_MAX {
+                w.insert(pack(spelling.as_bytes()), v);
+            }
+        }
+        w
+    }
+
+    fn slot(&self, key: u128) -> usize {
+        let h = ((key as u64) ^ ((key >> 64) as u64).rotate_left(29))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> self.shift) as usize
+    }
+
+    fn insert(&mut self, key: u128, v: Word) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(key);
+        while self.slots[i].1.is_some() && self.slots[i].0 != key {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (key, Some(v));
+    }
+
+    fn get(&self, key: u128) -> Option<Word> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(key);
+        loop {
+            match self.slots[i] {
+                (k, Some(v)) if k == key => return Some(v),
+                (_, None) => return None,
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
 }
 
 /// The common words, decided without trying every rule: a keyword, constant or name made of
@@ -659,70 +764,80 @@ enum Fast<'a> {
 /// an address rule could also match (a `:` or `-`, twelve or more hex digits, three dotted
 /// parts like a `xxxx.xxxx.xxxx` MAC, a name with a dot) is left to the full longest-match
 /// search, which gives the same answer for the words decided here.
-fn fast_word<'a>(
-    src: &'a str,
-    at: usize,
-    kws: &FxHashMap<&'static [u8], Kw>,
-    consts: &FxHashMap<&'static [u8], u32>,
-) -> Option<(Fast<'a>, usize)> {
+fn fast_word<'a>(src: &'a str, at: usize, words: &Words) -> Option<(Fast<'a>, usize)> {
     let s = src.as_bytes();
     let c = s[at];
-    if !c.is_ascii_alphanumeric() {
-        return None;
-    }
-    // One pass over the run of word bytes: its length, whether it has a `:` or `-` (address
-    // syntax), its dots, whether every byte is a digit or a dot, and whether a dotted part is
-    // empty.
-    let (mut run, mut addrish, mut dots, mut numeric, mut empty_part) = (0, false, 0, true, false);
-    let mut prev_dot = true;
-    for &b in &s[at..] {
-        match b {
-            b'0'..=b'9' => prev_dot = false,
-            b'.' => {
-                empty_part |= prev_dot;
-                prev_dot = true;
-                dots += 1;
-            }
-            b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
-                numeric = false;
-                prev_dot = false;
-            }
-            b':' | b'-' => {
-                addrish = true;
-                numeric = false;
-            }
-            _ => break,
+    // The run of word bytes and the classes in it.
+    let mut end = at;
+    let mut all = 0u8;
+    while let Some(&b) = s.get(end) {
+        let class = CLASS[b as usize];
+        if class == 0 {
+            break;
         }
-        run += 1;
+        all |= class;
+        end += 1;
     }
-    empty_part |= prev_dot;
-    if run >= 12 || addrish || s[at + run - 1] == b'_' {
+    let run = end - at;
+    if run == 0 || run > FAST_MAX || all & C_ADDR != 0 || c == b'_' || s[end - 1] == b'_' {
         return None;
     }
     // Only ASCII bytes: the ends are character boundaries.
-    let text = src.get(at..at + run)?;
-    let w = text.as_bytes();
+    let text = src.get(at..end)?;
     if c.is_ascii_alphabetic() {
-        if dots > 0 {
+        if all & C_DOT != 0 {
             return None;
         }
-        let tok = if let Some(&k) = kws.get(w) {
-            Tok::Kw(k)
-        } else if let Some(&v) = consts.get(w) {
-            Tok::Num(v)
-        } else {
-            Tok::Id(text.to_owned())
+        let tok = match words.get(pack(text.as_bytes())) {
+            Some(Word::Kw(k)) => Tok::Kw(k),
+            Some(Word::Const(v)) => Tok::Num(v),
+            None => Tok::Id,
         };
         return Some((Fast::Tok(tok), run));
     }
-    if !numeric || empty_part {
+    if all & C_ALPHA != 0 {
+        return None;
+    }
+    if all & C_DOT == 0 {
+        // A decimal number (at most eleven digits: no overflow of u64) is converted here;
+        // octal, and overflow with its message, are `stou`'s.
+        if c == b'0' && run > 1 {
+            return Some((Fast::Num(text), run));
+        }
+        let n = text.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        return Some(match u32::try_from(n) {
+            Ok(n) => (Fast::Tok(Tok::Num(n)), run),
+            Err(_) => (Fast::Num(text), run),
+        });
+    }
+    // Dotted: 2 or 4 parts, none empty (the first starts with a digit).
+    let b = text.as_bytes();
+    let dots = b.iter().filter(|&&x| x == b'.').count();
+    if b[run - 1] == b'.' || b.windows(2).any(|w| w == b"..") {
         return None;
     }
     match dots + 1 {
-        1 => Some((Fast::Num(text), run)),
-        2 | 4 => Some((Fast::Tok(Tok::Hid(text.to_owned())), run)),
+        2 | 4 => Some((Fast::Tok(Tok::Hid), run)),
         _ => None,
     }
+}
+
+/// Operators no other rule can match at all (no two-byte operator, address, name or number
+/// starts with them).
+fn single_op(c: u8) -> Option<Op> {
+    Some(match c {
+        b'+' => Op::Plus,
+        b'-' => Op::Minus,
+        b'*' => Op::Star,
+        b'/' => Op::Slash,
+        b'%' => Op::Percent,
+        b'[' => Op::LBracket,
+        b']' => Op::RBracket,
+        b'(' => Op::LParen,
+        b')' => Op::RParen,
+        b'^' => Op::Caret,
+        _ => return None,
+    })
 }
 
 /// Convert a `N` token as libpcap's `stou` does: `0x` hex, leading `0` octal, else decimal;
@@ -789,55 +904,36 @@ pub(crate) fn tokenize_into(src: &str, fast: bool, out: &mut Vec<Token>) -> Resu
             at += 1;
             continue;
         }
-        // Operators no other rule can match at all (no two-byte operator, address, name or
-        // number starts with them).
-        let single = match c {
-            _ if !fast => None,
-            b'+' => Some(Op::Plus),
-            b'-' => Some(Op::Minus),
-            b'*' => Some(Op::Star),
-            b'/' => Some(Op::Slash),
-            b'%' => Some(Op::Percent),
-            b'[' => Some(Op::LBracket),
-            b']' => Some(Op::RBracket),
-            b'(' => Some(Op::LParen),
-            b')' => Some(Op::RParen),
-            b'^' => Some(Op::Caret),
-            _ => None,
-        };
-        if let Some(op) = single {
-            out.push(Token {
-                tok: Tok::Op(op),
-                span: Span::new(at, at + 1),
-            });
-            at += 1;
-            continue;
-        }
-        // Candidates in scanner order: (length, rule index). Longest wins; ties go to the
-        // earlier rule.
         static KW: std::sync::OnceLock<FxHashMap<&'static [u8], Kw>> = std::sync::OnceLock::new();
         static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> =
             std::sync::OnceLock::new();
-        if fast
-            && let Some((tok, len)) = fast_word(
-                src,
-                at,
-                KW.get_or_init(|| table_map(KEYWORDS)),
-                CONST.get_or_init(|| table_map(CONSTANTS)),
-            )
-        {
-            let span = Span::new(at, at + len);
-            let tok = match tok {
-                Fast::Tok(t) => t,
-                Fast::Num(text) => match stou(text) {
-                    Ok(n) => Tok::Num(n),
-                    Err(m) => return err(m, span),
-                },
-            };
-            out.push(Token { tok, span });
-            at += len;
-            continue;
+        static WORDS: std::sync::OnceLock<Words> = std::sync::OnceLock::new();
+        if fast {
+            if CLASS[c as usize] & (C_DIGIT | C_ALPHA) != 0 {
+                if let Some((tok, len)) = fast_word(src, at, WORDS.get_or_init(Words::new)) {
+                    let span = Span::new(at, at + len);
+                    let tok = match tok {
+                        Fast::Tok(t) => t,
+                        Fast::Num(text) => match stou(text) {
+                            Ok(n) => Tok::Num(n),
+                            Err(m) => return err(m, span),
+                        },
+                    };
+                    out.push(Token { tok, span });
+                    at += len;
+                    continue;
+                }
+            } else if let Some(op) = single_op(c) {
+                out.push(Token {
+                    tok: Tok::Op(op),
+                    span: Span::new(at, at + 1),
+                });
+                at += 1;
+                continue;
+            }
         }
+        // Candidates in scanner order: (length, rule index). Longest wins; ties go to the
+        // earlier rule.
         let id = id_len(s, at);
         let kw = if s[at..].starts_with(b"&&") {
             Some((2, Kw::And))
@@ -977,23 +1073,23 @@ pub(crate) fn tokenize_into(src: &str, fast: bool, out: &mut Vec<Token>) -> Resu
                 Some(4) => Op::Shl,
                 _ => Op::Shr,
             }),
-            3 => Tok::Aid(text.to_owned()),
-            4 => Tok::Eid(text.to_owned()),
+            3 => Tok::Aid,
+            4 => Tok::Eid,
             5 => match stou(text) {
                 Ok(n) => Tok::Num(n),
                 Err(m) => return err(m, span),
             },
-            6 => Tok::Hid(text.to_owned()),
+            6 => Tok::Hid,
             7 => {
                 if text.parse::<std::net::Ipv6Addr>().is_err() {
                     return err(format!("bogus IPv6 address {text}"), span);
                 }
-                Tok::Hid6(text.to_owned())
+                Tok::Hid6
             }
             8 => return err(format!("bogus ethernet address {text}"), span),
             9 => Tok::Num(constant.map_or(0, |(_, v)| v)),
-            10 => Tok::Id(text.to_owned()),
-            _ => Tok::Id(text[1..].to_owned()),
+            // Rule 11, `\name`: the text (`Token::text`) drops the backslash.
+            _ => Tok::Id,
         };
         // `&&` and `||` are keyword spellings of and/or (rule 0 matched 2 bytes); a lone `&`
         // or `|` is an operator.
@@ -1027,8 +1123,37 @@ mod tests {
         }
     }
 
+    /// A token as the tests write it: with its text.
+    #[derive(Debug, PartialEq)]
+    enum Tok {
+        Kw(Kw),
+        Op(Op),
+        Num(u32),
+        Hid(String),
+        Hid6(String),
+        Eid(String),
+        Aid(String),
+        Id(String),
+    }
+
     fn toks(s: &str) -> Vec<Tok> {
-        tokenize(s).unwrap().into_iter().map(|t| t.tok).collect()
+        tokenize(s)
+            .unwrap()
+            .into_iter()
+            .map(|t| {
+                let text = t.text(s).to_owned();
+                match t.tok {
+                    super::Tok::Kw(k) => Tok::Kw(k),
+                    super::Tok::Op(o) => Tok::Op(o),
+                    super::Tok::Num(n) => Tok::Num(n),
+                    super::Tok::Hid => Tok::Hid(text),
+                    super::Tok::Hid6 => Tok::Hid6(text),
+                    super::Tok::Eid => Tok::Eid(text),
+                    super::Tok::Aid => Tok::Aid(text),
+                    super::Tok::Id => Tok::Id(text),
+                }
+            })
+            .collect()
     }
 
     fn lex_err(s: &str) -> String {

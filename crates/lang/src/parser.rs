@@ -176,6 +176,11 @@ impl<'a> Parser<'a> {
         self.toks.get(self.pos).map(|t| &t.tok)
     }
 
+    /// The text of the current token (see [`Token::text`]); empty at the end.
+    fn text(&self) -> &'a str {
+        self.toks.get(self.pos).map_or("", |t| t.text(self.src))
+    }
+
     fn peek_at(&self, n: usize) -> Option<&Tok> {
         self.toks.get(self.pos + n).map(|t| &t.tok)
     }
@@ -301,7 +306,7 @@ impl<'a> Parser<'a> {
                 continue;
             }
             return match t {
-                Tok::Hid(_) | Tok::Hid6(_) | Tok::Eid(_) | Tok::Aid(_) | Tok::Id(_) => true,
+                Tok::Hid | Tok::Hid6 | Tok::Eid | Tok::Aid | Tok::Id => true,
                 Tok::Num(_) => {
                     // `80 or …`, `80)` are values; `1 = 1`, `1 + …` start a relation.
                     let mut m = n + 1;
@@ -362,7 +367,7 @@ impl<'a> Parser<'a> {
 
     fn rterm(&mut self, q: Inherited) -> PResult<(Expr, Inherited)> {
         let start = self.span_here();
-        let Some(t) = self.peek().cloned() else {
+        let Some(t) = self.peek().copied() else {
             return Err(self.unexpected());
         };
         match t {
@@ -413,7 +418,7 @@ impl<'a> Parser<'a> {
                         Some(Tok::Kw(Kw::Type | Kw::Subtype | Kw::Dir)) => {
                             // `wlan type mgt`: an 802.11 primitive with a protocol qualifier.
                             self.bump();
-                            let Some(Tok::Kw(k2)) = self.peek().cloned() else {
+                            let Some(Tok::Kw(k2)) = self.peek().copied() else {
                                 return Err(self.unexpected());
                             };
                             let e = self.keyword_primitive(k2)?;
@@ -491,7 +496,7 @@ impl<'a> Parser<'a> {
                 qual.addr = Some(AddrType::Gateway);
             }
             _ => {
-                if let Some(Tok::Kw(k)) = self.peek().cloned()
+                if let Some(Tok::Kw(k)) = self.peek().copied()
                     && is_dqual(k)
                 {
                     self.bump();
@@ -526,7 +531,7 @@ impl<'a> Parser<'a> {
                         _ => Dir::Ta,
                     });
                 }
-                if let Some(Tok::Kw(k)) = self.peek().cloned()
+                if let Some(Tok::Kw(k)) = self.peek().copied()
                     && is_aqual(k)
                 {
                     self.bump();
@@ -553,7 +558,7 @@ impl<'a> Parser<'a> {
     fn id(&mut self, q: Inherited) -> PResult<Expr> {
         self.enter()?;
         let start = self.span_here();
-        let r = match self.peek().cloned() {
+        let r = match self.peek().copied() {
             Some(t) if is_not(&t) => {
                 self.bump();
                 let inner = self.id(q)?;
@@ -566,7 +571,7 @@ impl<'a> Parser<'a> {
             Some(Tok::Op(Op::LParen)) => {
                 self.bump();
                 let mut e = self.id(q)?;
-                while let Some(Tok::Kw(k @ (Kw::And | Kw::Or))) = self.peek().cloned() {
+                while let Some(Tok::Kw(k @ (Kw::And | Kw::Or))) = self.peek().copied() {
                     self.bump();
                     let rhs = self.id(q)?;
                     let span = e.span.to(rhs.span);
@@ -593,19 +598,21 @@ impl<'a> Parser<'a> {
     /// One value token (with its `/len` or `mask M`).
     fn value(&mut self, q: Inherited) -> PResult<Expr> {
         let start = self.span_here();
-        let value = match self.peek().cloned() {
+        let value = match self.peek().copied() {
             Some(Tok::Num(n)) => {
                 self.bump();
                 Value::Num(n)
             }
-            Some(Tok::Id(s)) => {
+            Some(Tok::Id) => {
+                let s = self.text().to_owned();
                 self.bump();
                 Value::Name(s)
             }
-            Some(Tok::Hid(s)) => {
+            Some(Tok::Hid) => {
+                let s = self.text().to_owned();
                 self.bump();
                 if self.eat(&Tok::Op(Op::Slash)) {
-                    match self.peek().cloned() {
+                    match self.peek().copied() {
                         Some(Tok::Num(n)) => {
                             self.bump();
                             Value::Ipv4Prefix(s, n)
@@ -613,8 +620,9 @@ impl<'a> Parser<'a> {
                         _ => return Err(self.unexpected()),
                     }
                 } else if self.eat(&Tok::Kw(Kw::Mask)) {
-                    match self.peek().cloned() {
-                        Some(Tok::Hid(m)) => {
+                    match self.peek().copied() {
+                        Some(Tok::Hid) => {
+                            let m = self.text().to_owned();
                             self.bump();
                             Value::Ipv4Mask(s, m)
                         }
@@ -624,10 +632,11 @@ impl<'a> Parser<'a> {
                     Value::Ipv4(s)
                 }
             }
-            Some(Tok::Hid6(s)) => {
+            Some(Tok::Hid6) => {
+                let s = self.text().to_owned();
                 self.bump();
                 if self.eat(&Tok::Op(Op::Slash)) {
-                    match self.peek().cloned() {
+                    match self.peek().copied() {
                         Some(Tok::Num(n)) => {
                             self.bump();
                             Value::Ipv6Prefix(s, n)
@@ -638,11 +647,13 @@ impl<'a> Parser<'a> {
                     Value::Ipv6(s)
                 }
             }
-            Some(Tok::Eid(s)) => {
+            Some(Tok::Eid) => {
+                let s = self.text().to_owned();
                 self.bump();
                 Value::Mac(s)
             }
-            Some(Tok::Aid(s)) => {
+            Some(Tok::Aid) => {
+                let s = self.text().to_owned();
                 self.bump();
                 Value::Arcnet(s)
             }
@@ -731,7 +742,7 @@ impl<'a> Parser<'a> {
 
     fn arith_primary(&mut self) -> PResult<Arith> {
         let start = self.span_here();
-        match self.peek().cloned() {
+        match self.peek().copied() {
             Some(Tok::Num(n)) => {
                 self.bump();
                 Ok(Arith::Num(n, start))
@@ -757,7 +768,7 @@ impl<'a> Parser<'a> {
                 self.expect(Tok::Op(Op::LBracket), "'['")?;
                 let index = self.arith()?;
                 let size = if self.eat(&Tok::Op(Op::Colon)) {
-                    match self.peek().cloned() {
+                    match self.peek().copied() {
                         Some(Tok::Num(n)) => {
                             self.bump();
                             Some(n)
@@ -799,7 +810,7 @@ impl<'a> Parser<'a> {
             self.bump();
             opens += 1;
         }
-        if let Some(Tok::Num(v)) = self.peek().cloned() {
+        if let Some(Tok::Num(v)) = self.peek().copied() {
             self.bump();
             for _ in 0..opens {
                 self.expect(Tok::Op(Op::RParen), "')'")?;
@@ -811,7 +822,7 @@ impl<'a> Parser<'a> {
     }
 
     fn literal_num(&mut self, what: &str) -> PResult<u32> {
-        match self.peek().cloned() {
+        match self.peek().copied() {
             Some(Tok::Num(n)) => {
                 self.bump();
                 Ok(n)
@@ -857,8 +868,9 @@ impl<'a> Parser<'a> {
             Kw::Pppoed => Other::Pppoed,
             Kw::Pppoes => Other::Pppoes(self.optional_pnum()?),
             Kw::Geneve => Other::Geneve(self.optional_pnum()?),
-            Kw::Llc => match self.peek().cloned() {
-                Some(Tok::Id(s)) => {
+            Kw::Llc => match self.peek().copied() {
+                Some(Tok::Id) => {
+                    let s = self.text().to_owned();
                     self.bump();
                     Other::Llc(Some(s))
                 }
@@ -951,7 +963,7 @@ impl<'a> Parser<'a> {
 
     /// The operand of an 802.11 or PF keyword (a name or a number), if present.
     fn skip_operand(&mut self) {
-        if matches!(self.peek(), Some(Tok::Id(_) | Tok::Num(_))) {
+        if matches!(self.peek(), Some(Tok::Id | Tok::Num(_))) {
             self.bump();
         }
     }

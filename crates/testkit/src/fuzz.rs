@@ -211,7 +211,7 @@ pub fn lang_vs_libpcap(data: &[u8]) {
     };
     if tokens
         .iter()
-        .any(|t| matches!(t.tok, netsift_lang::lexer::Tok::Id(_)))
+        .any(|t| matches!(t.tok, netsift_lang::lexer::Tok::Id))
     {
         return;
     }
