@@ -668,11 +668,7 @@ impl Builder {
     }
 
     fn intern(&mut self, n: Node) -> NodeId {
-        let hash = {
-            let mut h = crate::fxhash::FxHasher::default();
-            n.hash(&mut h);
-            h.finish()
-        };
+        let hash = node_hash(&n);
         let id = self.nodes.len() as u32;
         if self.nodes.len() < SMALL {
             // Most filters have a handful of nodes: a search beats building a map.
@@ -949,6 +945,100 @@ impl Builder {
             no_optimize: self.no_optimize,
         }
     }
+}
+
+/// Multipliers of [`Words`]: odd, with well-spread bits.
+const MIX: [u64; 4] = [
+    0x9e37_79b9_7f4a_7c15,
+    0xc2b2_ae3d_27d4_eb4f,
+    0x1656_67b1_9e37_79f9,
+    0x27d4_eb2f_1656_67c5,
+];
+
+/// A hash over words: each word is multiplied by a constant of its position and the products
+/// summed, so the multiplications run side by side rather than as one chain (the chained Fx
+/// hash of a test was the latency the interning search waited on).
+#[derive(Default)]
+struct Words {
+    acc: u64,
+    n: usize,
+}
+
+impl Words {
+    fn add(&mut self, w: u64) {
+        let k = MIX[self.n & 3];
+        self.acc = self
+            .acc
+            .wrapping_add((w ^ (self.n as u64).wrapping_mul(0x0100_0193)).wrapping_mul(k));
+        self.n += 1;
+    }
+
+    fn two(&mut self, a: u32, b: u32) {
+        self.add(u64::from(a) | (u64::from(b) << 32));
+    }
+
+    fn finish(&self) -> u64 {
+        let h = self.acc ^ (self.acc >> 29);
+        h.wrapping_mul(MIX[1]) ^ (h >> 32)
+    }
+}
+
+/// The interning hash of a node: equal nodes hash equally (a function of the same fields the
+/// derived equality compares).
+fn node_hash(n: &Node) -> u64 {
+    let mut w = Words::default();
+    match n {
+        Node::Const(b) => w.two(1, u32::from(*b)),
+        Node::Test(t) => {
+            let (tag, a, b, size) = match t.field {
+                Field::Packet { loc, size } => match loc {
+                    Loc::Abs(k) => (0, k, 0, size),
+                    Loc::Ipv4Payload { nl, off } => (1, nl, off, size),
+                    Loc::Var { reg, off } => (2, u32::from(reg), off, size),
+                    Loc::VarIpv4Payload { reg, off } => (3, u32::from(reg), off, size),
+                },
+                Field::WireLen => (4, 0, 0, 0),
+                Field::Ancillary { k, size } => (5, k, 0, size),
+            };
+            let cmp = match &t.cmp {
+                Cmp::Eq(v) => (0, *v),
+                Cmp::Gt(v) => (1, *v),
+                Cmp::Ge(v) => (2, *v),
+                Cmp::Bits(v) => (3, *v),
+                Cmp::OneOf(vs) => (4, vs.len() as u32),
+                Cmp::Range(lo, _) => (5, *lo),
+            };
+            let head = 2 | tag << 4 | u32::from(size) << 8 | u32::from(t.relation) << 16;
+            w.two(head | cmp.0 << 20, a);
+            w.two(b, t.mask);
+            w.add(u64::from(cmp.1));
+            match &t.cmp {
+                Cmp::OneOf(vs) => {
+                    for pair in vs.chunks(2) {
+                        w.two(pair[0], pair.get(1).copied().unwrap_or(0));
+                    }
+                }
+                Cmp::Range(_, hi) => w.add(u64::from(*hi)),
+                _ => {}
+            }
+        }
+        Node::And(ops) | Node::Or(ops) => {
+            w.two(
+                if matches!(n, Node::And(_)) { 3 } else { 4 },
+                ops.len() as u32,
+            );
+            for pair in ops.chunks(2) {
+                w.two(pair[0].0, pair.get(1).map_or(u32::MAX, |x| x.0));
+            }
+        }
+        Node::Not(x) => w.two(5, x.0),
+        Node::Relation(..) | Node::Special(_) => {
+            let mut h = crate::fxhash::FxHasher::default();
+            n.hash(&mut h);
+            w.add(h.finish());
+        }
+    }
+    w.finish()
 }
 
 /// `load` or `load & mask` with a constant index: the field and mask a test can use.
