@@ -224,6 +224,71 @@ pub enum Special {
     RegsDiffer(u8, u8),
 }
 
+/// The operands of an [`Node::And`] or [`Node::Or`], read as a slice. Up to
+/// [`Ops::INLINE`] are kept in place (most junctions: building one allocates nothing), more on
+/// the heap; equality and hashing are the slice's.
+#[derive(Clone)]
+pub struct Ops(OpsRepr);
+
+#[derive(Clone)]
+enum OpsRepr {
+    /// `ids[..len]`; the rest are `NodeId(0)`.
+    Inline {
+        len: u8,
+        ids: [NodeId; Ops::INLINE],
+    },
+    Heap(Box<[NodeId]>),
+}
+
+impl Ops {
+    /// Most operands kept without an allocation.
+    pub const INLINE: usize = 4;
+
+    /// Operands `ids`, in order.
+    pub fn new(ids: &[NodeId]) -> Ops {
+        if ids.len() <= Ops::INLINE {
+            let mut inline = [NodeId(0); Ops::INLINE];
+            inline[..ids.len()].copy_from_slice(ids);
+            Ops(OpsRepr::Inline {
+                len: ids.len() as u8,
+                ids: inline,
+            })
+        } else {
+            Ops(OpsRepr::Heap(ids.into()))
+        }
+    }
+}
+
+impl std::ops::Deref for Ops {
+    type Target = [NodeId];
+    fn deref(&self) -> &[NodeId] {
+        match &self.0 {
+            OpsRepr::Inline { len, ids } => &ids[..usize::from(*len)],
+            OpsRepr::Heap(ids) => ids,
+        }
+    }
+}
+
+impl PartialEq for Ops {
+    fn eq(&self, other: &Ops) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Ops {}
+
+impl Hash for Ops {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (**self).hash(h);
+    }
+}
+
+impl fmt::Debug for Ops {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// A node of the DAG.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
@@ -234,9 +299,9 @@ pub enum Node {
     /// An arithmetic relation `lhs op rhs`.
     Relation(Val, RelOp, Val),
     /// All of the operands, left to right.
-    And(Box<[NodeId]>),
+    And(Ops),
     /// Any of the operands, left to right.
-    Or(Box<[NodeId]>),
+    Or(Ops),
     /// The negation.
     Not(NodeId),
     /// An engine-specific construct.
@@ -799,7 +864,7 @@ impl Builder {
                 return self.constant(is_and);
             };
             for x in it {
-                let ops: Box<[NodeId]> = Box::new([acc, x]);
+                let ops = Ops::new(&[acc, x]);
                 acc = self.intern(if is_and {
                     Node::And(ops)
                 } else {
@@ -836,7 +901,7 @@ impl Builder {
             0 => self.constant(unit),
             1 => ops[0],
             _ => {
-                let ops: Box<[NodeId]> = ops.as_slice().into();
+                let ops = Ops::new(&ops);
                 self.intern(if is_and {
                     Node::And(ops)
                 } else {
@@ -1154,7 +1219,7 @@ mod tests {
         assert_eq!(b.or(tr, t), tr);
         // `t or true` keeps t: its read may reject the packet.
         let x = b.or(t, tr);
-        assert_eq!(b.node(x), &Node::Or(Box::new([t, tr])));
+        assert_eq!(b.node(x), &Node::Or(Ops::new(&[t, tr])));
         let n = b.not(t);
         assert_eq!(b.not(n), t);
     }
@@ -1201,7 +1266,7 @@ mod tests {
         let t = b.eq(f(12), u32::MAX, 1);
         let tr = b.constant(true);
         let x = b.and(tr, t);
-        assert_eq!(b.node(x), &Node::And(Box::new([tr, t])));
+        assert_eq!(b.node(x), &Node::And(Ops::new(&[tr, t])));
     }
 
     #[test]
