@@ -42,9 +42,10 @@ const CASES: &[(&str, &str)] = &[
 fn render() -> String {
     let mut out = String::new();
     for (lt, expr) in CASES {
-        let ctx = Context::new(LinkType::from_name(lt).unwrap());
-        let pred = front(expr, &ctx).unwrap_or_else(|e| panic!("{expr}: {e}"));
         for optimize in [false, true] {
+            let mut ctx = Context::new(LinkType::from_name(lt).unwrap());
+            ctx.optimize = optimize;
+            let pred = front(expr, &ctx).unwrap_or_else(|e| panic!("{expr}: {e}"));
             let p = compile::compile(
                 &pred,
                 &compile::Options {

@@ -69,6 +69,7 @@ impl CompileArgs {
             (None, None) => LinkType::ETHERNET,
         };
         let mut ctx = Context::new(link_type);
+        ctx.optimize = !self.no_optimize;
         ctx.snaplen = self.snaplen.or(file.map(|f| f.1)).unwrap_or(262_144);
         if let Some((_, _, swapped)) = file {
             ctx.target = Target::Savefile { swapped };

@@ -20,7 +20,7 @@ use crate::ast::{
     Value,
 };
 use crate::names;
-use crate::pred::{self, Base, Builder, Cmp, Field, Loc, NodeId, Pred, Special, Val};
+use crate::pred::{self, Base, Builder, Cmp, Field, Loc, Node, NodeId, Pred, Special, Val};
 use crate::span::{Error, ErrorKind, Span};
 
 /// How names are resolved.
@@ -63,6 +63,12 @@ pub struct Context {
     pub netmask: Option<u32>,
     /// How host names are resolved.
     pub resolve: Resolve,
+    /// Whether the predicate is for an optimising compiler (the default). Lowering then
+    /// leaves out what the filter's own structure decides — a link-type test an enclosing
+    /// `and` already made, the link-type test repeated for each direction of `src or dst` —
+    /// tests libpcap's optimiser removes too. `false` (`-O0`) keeps every test libpcap's code
+    /// generator emits, so that the unoptimised program reads as libpcap's.
+    pub optimize: bool,
 }
 
 impl Context {
@@ -75,6 +81,7 @@ impl Context {
             target: Target::Live,
             netmask: None,
             resolve: Resolve::HostsFile,
+            optimize: true,
         }
     }
 }
@@ -221,6 +228,18 @@ pub fn check_link_type(ctx: &Context, src: &str) -> Result<(), Error> {
     supported(ctx, src).map(|_| ())
 }
 
+/// Whether `field` is read at a fixed place (not through a scratch register, whose value a
+/// later Geneve header may change).
+fn fixed(field: &Field) -> bool {
+    !matches!(
+        field,
+        Field::Packet {
+            loc: Loc::Var { .. } | Loc::VarIpv4Payload { .. },
+            ..
+        }
+    )
+}
+
 /// Whether the expression contains `byte N & V` or `byte N | V`, which read the accumulator.
 fn has_acc_op(e: &Expr) -> bool {
     match &e.kind {
@@ -250,6 +269,9 @@ struct Lower<'a> {
     geneve: bool,
     /// Next scratch register for Geneve's offsets.
     next_reg: u8,
+    /// Equality tests known true where the lowering is (the tests of the operands before it
+    /// in enclosing `and`s): (field, mask, value). See [`Lower::linktype`].
+    known: Vec<(Field, u32, u32)>,
 }
 
 impl<'a> Lower<'a> {
@@ -278,6 +300,7 @@ impl<'a> Lower<'a> {
             label_stack_depth: 0,
             geneve: false,
             next_reg: 0,
+            known: Vec::new(),
         }
     }
 
@@ -322,9 +345,15 @@ impl<'a> Lower<'a> {
                     }
                 }
                 let mut ids = Vec::with_capacity(chain.len());
+                let mark = self.known.len();
                 for x in chain.iter().rev() {
-                    ids.push(self.expr(x)?);
+                    let id = self.expr(x)?;
+                    ids.push(id);
+                    if is_and {
+                        self.learn(id);
+                    }
                 }
+                self.known.truncate(mark);
                 Ok(if is_and {
                     self.b.and_all(&ids)
                 } else {
@@ -454,6 +483,16 @@ impl<'a> Lower<'a> {
         self.b.constant(true)
     }
 
+    /// Whether lowering leaves out tests the filter's structure decides ([`Context::optimize`];
+    /// never in exact mode).
+    fn folds(&self) -> bool {
+        self.ctx.optimize && !self.b.exact()
+    }
+
+    fn is_false(&self, id: NodeId) -> bool {
+        matches!(self.b.node(id), Node::Const(false))
+    }
+
     fn fals(&mut self) -> NodeId {
         self.b.constant(false)
     }
@@ -496,8 +535,71 @@ impl<'a> Lower<'a> {
     // Link-layer type tests
 
     /// `gen_linktype`: the link-layer payload is of type `proto` (Ethertype above 1500, LLC SAP
-    /// otherwise).
+    /// otherwise) — or the constant an enclosing `and` already decided it to be: in
+    /// `ip src net A and dst net B`, `dst net B` (IPv4, ARP or RARP) keeps only its IPv4 test,
+    /// and `tcp port 80 and host X` does not test for IPv6 again after the port test's IPv4
+    /// arm. libpcap's optimiser removes the same tests; the predicate is smaller for every
+    /// engine and the optimiser has less to remove.
     fn linktype(&mut self, proto: u32) -> R<NodeId> {
+        let id = self.linktype_test(proto)?;
+        Ok(self.decided(id))
+    }
+
+    /// After an operand of an `and` lowered to `id`: what it proves for the operands after it
+    /// (its equality tests, or those of its own conjuncts), kept in [`Lower::known`].
+    fn learn(&mut self, id: NodeId) {
+        if !self.folds() {
+            return;
+        }
+        let fact = |n: &Node| match n {
+            Node::Test(t) if !t.relation && fixed(&t.field) => match t.cmp {
+                Cmp::Eq(v) => Some((t.field, t.mask, v)),
+                _ => None,
+            },
+            _ => None,
+        };
+        match self.b.node(id) {
+            Node::And(ops) => {
+                for &o in ops.iter() {
+                    if let Some(f) = fact(self.b.node(o)) {
+                        self.known.push(f);
+                    }
+                }
+            }
+            n => {
+                if let Some(f) = fact(n) {
+                    self.known.push(f);
+                }
+            }
+        }
+    }
+
+    /// `id`, or the constant the known tests decide it to be (an equality test of a field and
+    /// mask with a known value).
+    fn decided(&mut self, id: NodeId) -> NodeId {
+        if self.known.is_empty() {
+            return id;
+        }
+        let Node::Test(t) = self.b.node(id) else {
+            return id;
+        };
+        let (Cmp::Eq(v), false) = (&t.cmp, t.relation) else {
+            return id;
+        };
+        let v = *v;
+        match self
+            .known
+            .iter()
+            .rev()
+            .find(|k| k.0 == t.field && k.1 == t.mask)
+        {
+            Some(k) if k.2 == v => self.tru(),
+            Some(_) => self.fals(),
+            None => id,
+        }
+    }
+
+    fn linktype_test(&mut self, proto: u32) -> R<NodeId> {
         if self.label_stack_depth > 0 {
             return self.mpls_linktype(proto);
         }
@@ -1050,27 +1152,57 @@ impl<'a> Lower<'a> {
         src_off: u32,
         dst_off: u32,
     ) -> R<NodeId> {
-        let atom = |l: &mut Self, off: u32| -> R<NodeId> {
-            let a = l.linktype(ethertype)?;
-            let f = l.nl_field(off, 4);
-            let b = l.mcmp(f, mask, addr & mask);
-            Ok(l.and(a, b))
-        };
-        match dir {
-            Some(Dir::Src) => atom(self, src_off),
-            Some(Dir::Dst) => atom(self, dst_off),
-            None | Some(Dir::SrcOrDst) => {
-                let a = atom(self, src_off)?;
-                let b = atom(self, dst_off)?;
-                Ok(self.or(a, b))
-            }
-            Some(Dir::SrcAndDst) => {
-                let a = atom(self, src_off)?;
-                let b = atom(self, dst_off)?;
-                Ok(self.and(a, b))
-            }
-            Some(d) => self.dir_err_addr(d),
+        if let Some(d) = dir
+            && !matches!(d, Dir::Src | Dir::Dst | Dir::SrcOrDst | Dir::SrcAndDst)
+        {
+            return self.dir_err_addr(d);
         }
+        let lt = self.linktype(ethertype)?;
+        if self.is_false(lt) {
+            return Ok(lt);
+        }
+        let test = |l: &mut Self, off: u32| {
+            let f = l.nl_field(off, 4);
+            l.mcmp(f, mask, addr & mask)
+        };
+        if !self.folds() {
+            // libpcap's shape: the link-type test in each direction's conjunction.
+            let atom = |l: &mut Self, off: u32| {
+                let b = test(l, off);
+                l.and(lt, b)
+            };
+            return Ok(match dir {
+                Some(Dir::Src) => atom(self, src_off),
+                Some(Dir::Dst) => atom(self, dst_off),
+                Some(Dir::SrcAndDst) => {
+                    let a = atom(self, src_off);
+                    let b = atom(self, dst_off);
+                    self.and(a, b)
+                }
+                _ => {
+                    let a = atom(self, src_off);
+                    let b = atom(self, dst_off);
+                    self.or(a, b)
+                }
+            });
+        }
+        // The link-type test once, before the direction's tests (what libpcap's optimiser
+        // makes of its `(lt and src) or (lt and dst)`).
+        let addrs = match dir {
+            Some(Dir::Src) => test(self, src_off),
+            Some(Dir::Dst) => test(self, dst_off),
+            Some(Dir::SrcAndDst) => {
+                let a = test(self, src_off);
+                let b = test(self, dst_off);
+                self.and(a, b)
+            }
+            _ => {
+                let a = test(self, src_off);
+                let b = test(self, dst_off);
+                self.or(a, b)
+            }
+        };
+        Ok(self.and(lt, addrs))
     }
 
     /// DECnet addresses (`gen_dnhostop`).
@@ -1496,6 +1628,16 @@ impl<'a> Lower<'a> {
         atom: &mut dyn FnMut(&mut Self, u32) -> NodeId,
     ) -> R<NodeId> {
         let lt = self.linktype(if v6 { et::IPV6 } else { et::IP })?;
+        if self.is_false(lt)
+            && matches!(
+                dir,
+                None | Some(Dir::Src | Dir::Dst | Dir::SrcOrDst | Dir::SrcAndDst)
+            )
+        {
+            // An enclosing `and` ruled this family out (and the direction is valid: its error
+            // is not skipped).
+            return Ok(lt);
+        }
         let mut acc: Option<NodeId> = None;
         for &pr in Self::protos(kind) {
             let f = self.nl_field(if v6 { 6 } else { 9 }, 1);
@@ -2364,5 +2506,100 @@ mod tests {
         ] {
             assert_eq!(atoin(s), atoin_by_parts(s), "{s:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod folding_tests {
+    use crate::pred::{Node, Pred};
+    use crate::{Context, compile};
+    use netsift_wire::LinkType;
+
+    fn lower(expr: &str, optimize: bool) -> Pred {
+        let ctx = Context {
+            optimize,
+            ..Context::new(LinkType::ETHERNET)
+        };
+        compile(expr, &ctx).unwrap()
+    }
+
+    /// The reachable field tests, as `Display` renders them.
+    fn tests(p: &Pred) -> Vec<String> {
+        p.reachable()
+            .into_iter()
+            .filter(|&id| matches!(p.node(id), Node::Test(_)))
+            .map(|id| {
+                let one = format!("{p}");
+                let prefix = format!("n{} = ", id.0);
+                one.lines()
+                    .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_and_decides_the_link_type_tests_after_it() {
+        // `dst net B` is IPv4, ARP or RARP; after `ip src net A` only its IPv4 test is left.
+        let p = lower("ip src net 192.168.2.0/24 and dst net 10.0.0.0/8", true);
+        assert_eq!(
+            tests(&p),
+            [
+                "pkt[12:2] == 0x800",
+                "pkt[26:4] & 0xffffff00 == 0xc0a80200",
+                "pkt[30:4] & 0xff000000 == 0xa000000"
+            ]
+        );
+        // Unoptimised, every test libpcap's code generator emits is kept.
+        let p = lower("ip src net 192.168.2.0/24 and dst net 10.0.0.0/8", false);
+        assert!(tests(&p).contains(&"pkt[12:2] == 0x806".to_owned()));
+        // The port test's IPv6 arm goes after `ip`, and not testing for IPv4 again.
+        let p = lower("ip and tcp port 80", true);
+        let t = tests(&p);
+        assert!(!t.iter().any(|t| t.contains("0x86dd")), "{t:?}");
+        assert_eq!(t.iter().filter(|t| t.contains("0x800")).count(), 1, "{t:?}");
+        // Through `not` too: `ip and not arp` is `ip`.
+        assert_eq!(
+            tests(&lower("ip and not arp", true)),
+            ["pkt[12:2] == 0x800"]
+        );
+        // A contradiction is still the whole filter's (libpcap reports it too).
+        assert_eq!(
+            lower("ip and arp", true).node(lower("ip and arp", true).root()),
+            &Node::Const(false)
+        );
+    }
+
+    #[test]
+    fn only_earlier_conjuncts_decide() {
+        // Neither operand of an `or` is known when the other runs.
+        let p = lower("ip or arp", true);
+        let shown = p.to_string();
+        assert!(shown.contains("0x800") && shown.contains("0x806"), "{p}");
+        // A relation on the type field is libpcap's own load: not used.
+        let p = lower("ether[12:2] = 0x800 and arp", true);
+        assert!(tests(&p).contains(&"pkt[12:2] == 0x806".to_owned()), "{p}");
+        // The second operand's tests do not decide the first's.
+        let p = lower("arp and ip", true);
+        assert_eq!(p.node(p.root()), &Node::Const(false));
+        // Only equalities teach: the set test of `arp or rarp` leaves `ip` to the optimiser.
+        let p = lower("(arp or rarp) and ip", true);
+        assert_eq!(tests(&p).len(), 2, "{p}");
+    }
+
+    #[test]
+    fn src_or_dst_tests_the_link_type_once() {
+        let p = lower("ip src or dst net 192.168.2.0/24", true);
+        let t = tests(&p);
+        assert_eq!(t.iter().filter(|t| t.contains("0x800")).count(), 1, "{p}");
+        assert_eq!(t.len(), 3, "{p}");
+        let p = lower("ip src and dst host 10.1.2.3", true);
+        assert_eq!(tests(&p).len(), 3, "{p}");
+        // Unoptimised: libpcap's shape, the link-type test in each direction.
+        let p = lower("ip src or dst net 192.168.2.0/24", false);
+        assert!(
+            matches!(p.node(p.root()), Node::Or(ops) if ops.len() == 2),
+            "{p}"
+        );
     }
 }

@@ -687,6 +687,12 @@ const FRAG_FIELD: Field = Field::Packet {
 };
 
 fn map_term(term: &Term<'_>) -> Mapped {
+    map_term_as(term, None)
+}
+
+/// [`map_term`]; a term that tests no Ethertype is taken as one of `family` when given (the
+/// region is then a candidate only: its caller checks what the filter does there).
+fn map_term_as(term: &Term<'_>, family: Option<Family>) -> Mapped {
     let mut bytes = Bytes {
         abs: [(0, 0); KNOWN_BYTES],
         l4: [(0, 0); 4],
@@ -723,17 +729,20 @@ fn map_term(term: &Term<'_>) -> Mapped {
         }
     }
     let ethertype = bytes.u16_at(12);
-    if ethertype.is_any() {
-        return Mapped::Anything;
-    }
-    if ethertype.mask() != u16::MAX {
+    let (family, ip) = if ethertype.is_any() {
+        match family {
+            Some(f) => (f, 14),
+            None => return Mapped::Anything,
+        }
+    } else if ethertype.mask() != u16::MAX {
         // A partial ethertype test (rare): assume nothing about the family.
         return Mapped::Anything;
-    }
-    let (family, ip) = match ethertype.value() {
-        ETH_IPV4 => (Family::V4, 14),
-        ETH_IPV6 => (Family::V6, 14),
-        _ => return Mapped::NotUntaggedIp,
+    } else {
+        match ethertype.value() {
+            ETH_IPV4 => (Family::V4, 14),
+            ETH_IPV6 => (Family::V6, 14),
+            _ => return Mapped::NotUntaggedIp,
+        }
     };
     let mut r = Region::any(family);
     let proto = bytes.abs[ip + if family == Family::V4 { 9 } else { 6 }];
@@ -858,21 +867,34 @@ impl Compiler<'_> {
             Some(ts) => {
                 let mut seen = std::collections::HashSet::new();
                 for t in &ts {
-                    let Mapped::Region(r) = map_term(t) else {
-                        continue;
+                    let candidates: Vec<Region> = match map_term(t) {
+                        Mapped::Region(r) => vec![r],
+                        // A term that names no family (`src X` of `ip and not host X`, where
+                        // the filter's other conjunct decides the family): each family's
+                        // region, kept below only where the filter is false throughout.
+                        Mapped::Anything => [Family::V4, Family::V6]
+                            .into_iter()
+                            .filter_map(|f| match map_term_as(t, Some(f)) {
+                                Mapped::Region(r) => Some(r),
+                                _ => None,
+                            })
+                            .collect(),
+                        _ => continue,
                     };
-                    if r == Region::any(r.family) || !seen.insert(r) {
-                        continue;
+                    for r in candidates {
+                        if r == Region::any(r.family) || !seen.insert(r) {
+                            continue;
+                        }
+                        if eval(self.pred, &r.known(&[]), &mut memo) != Tri::F {
+                            continue;
+                        }
+                        let vlan = if self.opts.assume_untagged || tagged_rejected(&r, &mut memo) {
+                            VlanMatch::Any
+                        } else {
+                            VlanMatch::Untagged
+                        };
+                        drops.push((r, vlan));
                     }
-                    if eval(self.pred, &r.known(&[]), &mut memo) != Tri::F {
-                        continue;
-                    }
-                    let vlan = if self.opts.assume_untagged || tagged_rejected(&r, &mut memo) {
-                        VlanMatch::Any
-                    } else {
-                        VlanMatch::Untagged
-                    };
-                    drops.push((r, vlan));
                 }
                 let regions = minimal(drops.iter().map(|d| d.0));
                 drops.retain(|d| regions.contains(&d.0));

@@ -20,8 +20,9 @@ fn main() {
     let mut h = netsift_lang::fxhash::FxHasher::default();
     let mut n = 0usize;
     let mut one = |expr: &str, ctx: &Context| {
-        let pred = front(expr, ctx);
         for optimize in [false, true] {
+            // Lowered for the level, as `netsift compile [-O0]` does.
+            let pred = front(expr, &Context { optimize, ..*ctx });
             let text = match &pred {
                 Err(e) => format!("error {e}"),
                 Ok(pred) => {

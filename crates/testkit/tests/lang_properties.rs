@@ -47,7 +47,15 @@ fn random_expressions_agree_with_libpcap_and_the_ir() {
     let mut missed_empty = 0;
     for case in 0..2500 {
         let expr = exprgen::expression(&mut rng, &seeds, 3);
-        let pred = front(&expr, &ctx);
+        // Lowered for each level, as `netsift compile [-O0]` does.
+        let pred = front(
+            &expr,
+            &Context {
+                optimize: false,
+                ..ctx
+            },
+        );
+        let pred1 = front(&expr, &ctx);
         let n0 = pred.as_ref().ok().map(|p| {
             compile::compile(
                 p,
@@ -57,7 +65,7 @@ fn random_expressions_agree_with_libpcap_and_the_ir() {
                 },
             )
         });
-        let n1 = pred.as_ref().ok().map(|p| {
+        let n1 = pred1.as_ref().ok().map(|p| {
             compile::compile(
                 p,
                 &compile::Options {

@@ -53,7 +53,9 @@ fn excluded(c: &corpus::Case, optimize: bool) -> Option<&'static str> {
         .map(|(_, _, why)| *why)
 }
 
+/// netsift's program, lowered and compiled as `netsift compile [-O0]` does.
 fn ours(expr: &str, ctx: &Context, optimize: bool) -> Result<netsift_bpf::Program, String> {
+    let ctx = &Context { optimize, ..*ctx };
     let pred = front(expr, ctx).map_err(|e| e.to_string())?;
     compile::compile(
         &pred,
