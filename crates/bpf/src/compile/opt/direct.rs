@@ -762,6 +762,9 @@ fn push_block(sc: &mut Scratch, stmts: &[Insn], term: Term) -> Option<u32> {
 
 /// The optimised program of `pred`, if tier 0 can make it (see the module docs).
 pub(in crate::compile) fn compile(pred: &Pred, snaplen: u32) -> Option<Program> {
+    if let Some(p) = chain_program(pred, snaplen) {
+        return Some(p);
+    }
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut sc) => run(pred, snaplen, &mut sc),
         // A compilation inside a compilation (none today) gets fresh memory.
@@ -909,6 +912,133 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     layout(sc, root, scratch)
 }
 
+/// The tests of a predicate that is one test, or an `and` of tests on distinct fields (under
+/// distinct masks): a chain. The walk above makes the chain itself of it — no test can be
+/// decided by another, no junction is merged, no field is repeated (nothing to regroup).
+/// `None`: another shape, or a test the walk treats specially (a mask of 0, a test its width
+/// decides).
+fn chain_tests(pred: &Pred) -> Option<([NodeId; SMALL], usize)> {
+    let root = pred.root();
+    let mut buf = [NodeId(0); SMALL];
+    let n = match pred.node(root) {
+        Node::Test(_) => {
+            buf[0] = root;
+            1
+        }
+        Node::And(ops) if ops.len() <= SMALL => {
+            buf[..ops.len()].copy_from_slice(ops);
+            ops.len()
+        }
+        _ => return None,
+    };
+    let ops = &buf[..n];
+    for (i, &id) in ops.iter().enumerate() {
+        let t = test_of(pred, id)?;
+        if t.mask == 0
+            || Know::new(max_value(&t.field, t.mask))
+                .decide(&t.cmp, false)
+                .is_some()
+            || ops[..i]
+                .iter()
+                .any(|&o| test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask))
+        {
+            return None;
+        }
+    }
+    Some((buf, n))
+}
+
+/// The program of a chain ([`chain_tests`]), as `run` would make and lay it out, without its
+/// graphs and blocks: the tests' blocks in order (a set test is its `jeq`s, a range its `jge`
+/// and `jgt`), each true exit the next test, each false exit the rejecting return; then the
+/// returns, in the order the layout's search first reaches them — accept first unless every
+/// test is a jump with swapped exits (whose false successor, searched first, is the next
+/// test). No two blocks of a chain are alike, so none is shared (the accepting and rejecting
+/// returns are, when the snap length is 0: left to `run`).
+fn chain_program(pred: &Pred, snaplen: u32) -> Option<Program> {
+    if snaplen == 0 {
+        return None;
+    }
+    let (ids, n) = chain_tests(pred)?;
+    let tests = &ids[..n];
+    // Statements of all tests, then the program; per test: its statements and branch.
+    let mut stmts: Vec<Insn> = Vec::with_capacity(4 * tests.len() + 2);
+    let mut plans: [(u32, u32, Br<'_>); SMALL] = [(0, 0, Br::Jump(0, 0, false)); SMALL];
+    let (mut ain, mut xin) = (Holds::Unknown, Holds::Unknown);
+    let mut body = 0u32;
+    let mut all_swapped = true;
+    for (i, &id) in tests.iter().enumerate() {
+        let start = stmts.len() as u32;
+        let (br, aout, xout) = plan_test(test_of(pred, id)?, ain, xin, &mut stmts);
+        (ain, xin) = (aout, xout);
+        let len = stmts.len() as u32 - start;
+        body += len
+            + match br {
+                Br::Jump(..) => 1,
+                Br::OneOf(vs) => vs.len() as u32,
+                Br::Range(..) => 2,
+            };
+        all_swapped &= matches!(br, Br::Jump(_, _, true));
+        plans[i] = (start, len, br);
+    }
+    let (accept, reject) = if all_swapped {
+        (body + 1, body)
+    } else {
+        (body, body + 1)
+    };
+    let mut out: Vec<Insn> = Vec::with_capacity(body as usize + 2);
+    let jump = |out: &mut Vec<Insn>, code: u16, k: u32, jt: u32, jf: u32| -> Option<()> {
+        let next = out.len() as u32 + 1;
+        let rel = |t: u32| u8::try_from(t.checked_sub(next)?).ok();
+        out.push(Insn::jump(code, k, rel(jt)?, rel(jf)?));
+        Some(())
+    };
+    for (i, &(start, len, br)) in plans[..tests.len()].iter().enumerate() {
+        out.extend_from_slice(&stmts[start as usize..(start + len) as usize]);
+        // The true exit: the next test's first instruction, or the accepting return.
+        let size = |b: &Br<'_>| match b {
+            Br::Jump(..) => 1,
+            Br::OneOf(vs) => vs.len() as u32,
+            Br::Range(..) => 2,
+        };
+        let t = if i + 1 < tests.len() {
+            out.len() as u32 + size(&br)
+        } else {
+            accept
+        };
+        match br {
+            Br::Jump(code, k, swap) => {
+                let (jt, jf) = if swap { (reject, t) } else { (t, reject) };
+                jump(&mut out, code, k, jt, jf)?;
+            }
+            Br::OneOf(vs) => {
+                for (j, &v) in vs.iter().enumerate() {
+                    let jf = if j + 1 < vs.len() {
+                        out.len() as u32 + 1
+                    } else {
+                        reject
+                    };
+                    jump(&mut out, JMP | JEQ | K, v, t, jf)?;
+                }
+            }
+            Br::Range(lo, hi) => {
+                let upper = out.len() as u32 + 1;
+                jump(&mut out, JMP | JGE | K, lo, upper, reject)?;
+                jump(&mut out, JMP | JGT | K, hi, reject, t)?;
+            }
+        }
+    }
+    let rets = if all_swapped {
+        [0, snaplen]
+    } else {
+        [snaplen, 0]
+    };
+    for v in rets {
+        out.push(Insn::stmt(RET | K, v));
+    }
+    Some(Program::new(out))
+}
+
 /// `Cfg::linearize` for an acyclic graph of blocks (into `out`): `None` when a jump would be
 /// longer than 255 instructions (the general layout then adds `ja`s).
 fn layout(sc: &mut Scratch, root: u32, mut out: Vec<Insn>) -> Option<Program> {
@@ -1022,5 +1152,53 @@ mod tests {
         ] {
             assert!(compile(&pred(e), 262_144).is_none(), "{e}");
         }
+    }
+
+    /// The chain path gives what the general tier-0 path gives, on conjunctions of single
+    /// tests of every kind (equality, masks, sets, ranges, bit tests, relations, exits swapped
+    /// or not), including ones it refuses (repeated fields).
+    #[test]
+    fn chains_are_laid_out_as_the_graph_path_lays_them_out() {
+        let atoms = [
+            "ip",
+            "arp",
+            "ether[0] = 1",
+            "ether[1] & 0xf0 = 0x40",
+            "ether[2] & 4 != 0",
+            "ether[3] & 4 = 0",
+            "ether[4] > 7",
+            "ether[5] >= 9",
+            "ether[6:2] > 5 and ether[6:2] < 100",
+            "(ether[8] = 1 or ether[8] = 3 or ether[8] = 7)",
+            "len > 100",
+            "ether[10:4] = 0x01020304",
+            "ether[10:4] & 0xffff0000 = 0x01020000",
+            "ether[14] & 0x80 = 0x80",
+            "ip[9] != 6",
+            "not ether[15] = 2",
+        ];
+        let (mut taken, mut x) = (0, 0x9e37_79b9_u64);
+        for _ in 0..4000 {
+            let mut parts = Vec::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for i in 0..1 + x % 5 {
+                parts.push(atoms[((x >> (8 * i + 3)) % atoms.len() as u64) as usize]);
+            }
+            let e = parts.join(" and ");
+            let p = pred(&e);
+            let Some(chain) = chain_program(&p, 262_144) else {
+                continue;
+            };
+            taken += 1;
+            let general = run(&p, 262_144, &mut Scratch::default());
+            assert_eq!(
+                Some(chain.insns()),
+                general.as_ref().map(|g| g.insns()),
+                "{e}"
+            );
+        }
+        assert!(taken > 1000, "{taken}");
     }
 }
