@@ -4,6 +4,7 @@
 //! netsift itself never links it: `netsift bench` says so when libpcap is missing instead of
 //! failing to start. The same workloads feed the criterion benchmarks in `benches/`.
 //!
+//! - [`alloc`]: the global allocator of the command line (mimalloc's plain entry points).
 //! - [`workload`]: the packets (a reproducible mix shaped like a campus gateway trace, cut to a
 //!   snap length of 96 bytes like the Swift paper's 75-byte trace plus room for IPv6) and the
 //!   filters (the BPF issue's list, including the Swift paper's Table 5 filter 6).
@@ -20,6 +21,7 @@
 
 #![deny(missing_docs)]
 
+pub mod alloc;
 #[cfg(target_os = "linux")]
 pub mod capture;
 pub mod classify;

@@ -32,9 +32,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// mimalloc: the compiler and the tree builders allocate many small short-lived objects, which
-/// it serves 1.2–2x faster than glibc's allocator (`netsift bench compile`).
+/// it serves 1.2–2x faster than glibc's allocator (`netsift bench compile`); through its plain
+/// entry points ([`netsift_bench::alloc`]).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: netsift_bench::alloc::Mi = netsift_bench::alloc::Mi;
 
 /// netsift: packet filtering and capture for Linux.
 #[derive(Parser, Debug)]

@@ -252,6 +252,43 @@ fn has_acc_op(e: &Expr) -> bool {
 
 type R<T> = Result<T, Error>;
 
+/// Most facts [`Lower`] keeps.
+const KNOWN: usize = 16;
+
+/// A stack of up to 8 values in place, more on the heap.
+enum Stack8<T: Copy> {
+    Small([T; 8], usize),
+    Big(Vec<T>),
+}
+
+impl<T: Copy> Stack8<T> {
+    fn new(fill: T) -> Stack8<T> {
+        Stack8::Small([fill; 8], 0)
+    }
+
+    fn push(&mut self, v: T) {
+        match self {
+            Stack8::Small(a, n) if *n < 8 => {
+                a[*n] = v;
+                *n += 1;
+            }
+            Stack8::Small(a, n) => {
+                let mut big = a[..*n].to_vec();
+                big.push(v);
+                *self = Stack8::Big(big);
+            }
+            Stack8::Big(b) => b.push(v),
+        }
+    }
+
+    fn as_slice(&self) -> &[T] {
+        match self {
+            Stack8::Small(a, n) => &a[..*n],
+            Stack8::Big(b) => b,
+        }
+    }
+}
+
 struct Lower<'a> {
     b: Builder,
     ctx: &'a Context,
@@ -270,8 +307,10 @@ struct Lower<'a> {
     /// Next scratch register for Geneve's offsets.
     next_reg: u8,
     /// Equality tests known true where the lowering is (the tests of the operands before it
-    /// in enclosing `and`s): (field, mask, value). See [`Lower::linktype`].
-    known: Vec<(Field, u32, u32)>,
+    /// in enclosing `and`s): (field, mask, value), the first `nknown`. See [`Lower::linktype`].
+    /// Bounded: forgetting a fact only leaves a test to the optimiser.
+    known: [(Field, u32, u32); KNOWN],
+    nknown: usize,
 }
 
 impl<'a> Lower<'a> {
@@ -300,7 +339,8 @@ impl<'a> Lower<'a> {
             label_stack_depth: 0,
             geneve: false,
             next_reg: 0,
-            known: Vec::new(),
+            known: [(Field::WireLen, 0, 0); KNOWN],
+            nknown: 0,
         }
     }
 
@@ -326,7 +366,7 @@ impl<'a> Lower<'a> {
                 // A chain `a and b and c …` (the parser nests it to the left) is lowered left
                 // to right into one n-ary node, without recursing down the chain.
                 let is_and = matches!(e.kind, ExprKind::And(..));
-                let mut chain = Vec::new();
+                let mut chain = Stack8::new(e);
                 let mut cur = e;
                 loop {
                     match &cur.kind {
@@ -344,20 +384,20 @@ impl<'a> Lower<'a> {
                         }
                     }
                 }
-                let mut ids = Vec::with_capacity(chain.len());
-                let mark = self.known.len();
-                for x in chain.iter().rev() {
+                let mut ids = Stack8::new(NodeId(0));
+                let mark = self.nknown;
+                for x in chain.as_slice().iter().rev() {
                     let id = self.expr(x)?;
                     ids.push(id);
                     if is_and {
                         self.learn(id);
                     }
                 }
-                self.known.truncate(mark);
+                self.nknown = mark;
                 Ok(if is_and {
-                    self.b.and_all(&ids)
+                    self.b.and_all(ids.as_slice())
                 } else {
-                    self.b.or_all(&ids)
+                    self.b.or_all(ids.as_slice())
                 })
             }
             ExprKind::Not(a) => {
@@ -558,26 +598,26 @@ impl<'a> Lower<'a> {
             },
             _ => None,
         };
-        match self.b.node(id) {
-            Node::And(ops) => {
-                for &o in ops.iter() {
-                    if let Some(f) = fact(self.b.node(o)) {
-                        self.known.push(f);
-                    }
-                }
+        // The builder is read while the facts are written (distinct fields).
+        let (b, known, nknown) = (&self.b, &mut self.known, &mut self.nknown);
+        let mut keep = |n: &Node| {
+            if let Some(f) = fact(n)
+                && *nknown < KNOWN
+            {
+                known[*nknown] = f;
+                *nknown += 1;
             }
-            n => {
-                if let Some(f) = fact(n) {
-                    self.known.push(f);
-                }
-            }
+        };
+        match b.node(id) {
+            Node::And(ops) => ops.iter().for_each(|&o| keep(b.node(o))),
+            n => keep(n),
         }
     }
 
     /// `id`, or the constant the known tests decide it to be (an equality test of a field and
     /// mask with a known value).
     fn decided(&mut self, id: NodeId) -> NodeId {
-        if self.known.is_empty() {
+        if self.nknown == 0 {
             return id;
         }
         let Node::Test(t) = self.b.node(id) else {
@@ -587,8 +627,7 @@ impl<'a> Lower<'a> {
             return id;
         };
         let v = *v;
-        match self
-            .known
+        match self.known[..self.nknown]
             .iter()
             .rev()
             .find(|k| k.0 == t.field && k.1 == t.mask)

@@ -960,73 +960,73 @@ fn chain_program(pred: &Pred, snaplen: u32) -> Option<Program> {
         return None;
     }
     let (ids, n) = chain_tests(pred)?;
-    let tests = &ids[..n];
-    // Statements of all tests, then the program; per test: its statements and branch.
-    let mut stmts: Vec<Insn> = Vec::with_capacity(4 * tests.len() + 2);
-    let mut plans: [(u32, u32, Br<'_>); SMALL] = [(0, 0, Br::Jump(0, 0, false)); SMALL];
+    // One pass: each test's statements and jumps, a jump to the next test by its offset, to a
+    // return by a placeholder fixed once the body's length is known.
+    const TO_REJECT: u8 = 0xff;
+    const TO_ACCEPT: u8 = 0xfe;
+    let mut out: Vec<Insn> = Vec::with_capacity(4 * n + 2);
     let (mut ain, mut xin) = (Holds::Unknown, Holds::Unknown);
-    let mut body = 0u32;
     let mut all_swapped = true;
-    for (i, &id) in tests.iter().enumerate() {
-        let start = stmts.len() as u32;
-        let (br, aout, xout) = plan_test(test_of(pred, id)?, ain, xin, &mut stmts);
+    for (i, &id) in ids[..n].iter().enumerate() {
+        let (br, aout, xout) = plan_test(test_of(pred, id)?, ain, xin, &mut out);
         (ain, xin) = (aout, xout);
-        let len = stmts.len() as u32 - start;
-        body += len
-            + match br {
-                Br::Jump(..) => 1,
-                Br::OneOf(vs) => vs.len() as u32,
-                Br::Range(..) => 2,
-            };
         all_swapped &= matches!(br, Br::Jump(_, _, true));
-        plans[i] = (start, len, br);
+        let size = match br {
+            Br::Jump(..) => 1,
+            Br::OneOf(vs) => vs.len(),
+            Br::Range(..) => 2,
+        };
+        // The true exit from the `j`th jump of the branch: past the branch's other jumps.
+        let last = i + 1 == n;
+        let t = |j: usize| -> Option<u8> {
+            if last {
+                Some(TO_ACCEPT)
+            } else {
+                u8::try_from(size - 1 - j).ok().filter(|&r| r < TO_ACCEPT)
+            }
+        };
+        match br {
+            Br::Jump(code, k, swap) => {
+                let (jt, jf) = if swap {
+                    (TO_REJECT, t(0)?)
+                } else {
+                    (t(0)?, TO_REJECT)
+                };
+                out.push(Insn::jump(code, k, jt, jf));
+            }
+            Br::OneOf(vs) => {
+                for (j, &v) in vs.iter().enumerate() {
+                    let jf = if j + 1 < vs.len() { 0 } else { TO_REJECT };
+                    out.push(Insn::jump(JMP | JEQ | K, v, t(j)?, jf));
+                }
+            }
+            Br::Range(lo, hi) => {
+                out.push(Insn::jump(JMP | JGE | K, lo, 0, TO_REJECT));
+                out.push(Insn::jump(JMP | JGT | K, hi, TO_REJECT, t(1)?));
+            }
+        }
     }
+    // The returns, in the order the layout's search first reaches them.
+    let body = out.len();
     let (accept, reject) = if all_swapped {
         (body + 1, body)
     } else {
         (body, body + 1)
     };
-    let mut out: Vec<Insn> = Vec::with_capacity(body as usize + 2);
-    let jump = |out: &mut Vec<Insn>, code: u16, k: u32, jt: u32, jf: u32| -> Option<()> {
-        let next = out.len() as u32 + 1;
-        let rel = |t: u32| u8::try_from(t.checked_sub(next)?).ok();
-        out.push(Insn::jump(code, k, rel(jt)?, rel(jf)?));
-        Some(())
-    };
-    for (i, &(start, len, br)) in plans[..tests.len()].iter().enumerate() {
-        out.extend_from_slice(&stmts[start as usize..(start + len) as usize]);
-        // The true exit: the next test's first instruction, or the accepting return.
-        let size = |b: &Br<'_>| match b {
-            Br::Jump(..) => 1,
-            Br::OneOf(vs) => vs.len() as u32,
-            Br::Range(..) => 2,
-        };
-        let t = if i + 1 < tests.len() {
-            out.len() as u32 + size(&br)
-        } else {
-            accept
-        };
-        match br {
-            Br::Jump(code, k, swap) => {
-                let (jt, jf) = if swap { (reject, t) } else { (t, reject) };
-                jump(&mut out, code, k, jt, jf)?;
-            }
-            Br::OneOf(vs) => {
-                for (j, &v) in vs.iter().enumerate() {
-                    let jf = if j + 1 < vs.len() {
-                        out.len() as u32 + 1
-                    } else {
-                        reject
-                    };
-                    jump(&mut out, JMP | JEQ | K, v, t, jf)?;
-                }
-            }
-            Br::Range(lo, hi) => {
-                let upper = out.len() as u32 + 1;
-                jump(&mut out, JMP | JGE | K, lo, upper, reject)?;
-                jump(&mut out, JMP | JGT | K, hi, reject, t)?;
-            }
+    for (pc, insn) in out.iter_mut().enumerate() {
+        if insn.code & 0x07 != JMP {
+            continue;
         }
+        let fix = |r: u8| -> Option<u8> {
+            let to = match r {
+                TO_REJECT => reject,
+                TO_ACCEPT => accept,
+                r => return Some(r),
+            };
+            u8::try_from(to - (pc + 1)).ok()
+        };
+        insn.jt = fix(insn.jt)?;
+        insn.jf = fix(insn.jf)?;
     }
     let rets = if all_swapped {
         [0, snaplen]
