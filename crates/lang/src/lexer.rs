@@ -660,13 +660,6 @@ fn lookup<T: Copy>(table: &FxHashMap<&'static [u8], T>, word: &[u8]) -> Option<(
     table.get(word).map(|&v| (word.len(), v))
 }
 
-/// A token found by [`fast_word`].
-enum Fast<'a> {
-    Tok(Tok),
-    /// A number still to convert (octal, or too large: `stou` has the message).
-    Num(&'a str),
-}
-
 /// Byte classes of [`fast_word`]'s scan (0: ends the word).
 const C_DIGIT: u8 = 1;
 const C_DOT: u8 = 2;
@@ -690,13 +683,14 @@ static CLASS: [u8; 256] = {
     t
 };
 
-/// Longest word [`fast_word`] decides (longer ones go to the full search).
+/// Longest name or number [`fast_word`] decides (twelve hex digits are a MAC address).
 const FAST_MAX: usize = 11;
+/// Longest dotted IPv4 address it decides (`255.255.255.255`).
+const FAST_DOTTED_MAX: usize = 15;
 
 /// A word of at most 16 bytes as one number: its bytes little-endian, zero-padded (words hold
 /// no NUL, so distinct words give distinct numbers).
 fn pack(w: &[u8]) -> u128 {
-    // Shifted in byte by byte: a copy into a buffer read back whole stalls the load.
     w.iter().rev().fold(0u128, |k, &b| (k << 8) | u128::from(b))
 }
 
@@ -710,16 +704,17 @@ enum Word {
 /// The keywords and constants of at most [`FAST_MAX`] bytes, by packed spelling, in an
 /// open-addressing table (keywords win over constants, as the scanner lists them first).
 struct Words {
-    slots: Box<[(u128, Option<Word>)]>,
-    shift: u32,
+    keys: Box<[u128]>,
+    vals: Box<[Option<Word>]>,
 }
 
 impl Words {
+    const BITS: u32 = 9;
+
     fn new() -> Words {
-        let bits = 10;
         let mut w = Words {
-            slots: vec![(0, None); 1 << bits].into_boxed_slice(),
-            shift: 64 - bits,
+            keys: vec![0; 1 << Words::BITS].into_boxed_slice(),
+            vals: vec![None; 1 << Words::BITS].into_boxed_slice(),
         };
         let consts = CONSTANTS.iter().map(|&(s, v)| (s, Word::Const(v)));
         let kws = KEYWORDS.iter().map(|&(s, k)| (s, Word::Kw(k)));
@@ -731,30 +726,31 @@ impl Words {
         w
     }
 
-    fn slot(&self, key: u128) -> usize {
+    fn slot(key: u128) -> usize {
         let h = ((key as u64) ^ ((key >> 64) as u64).rotate_left(29))
             .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (h >> self.shift) as usize
+        (h >> (64 - Words::BITS)) as usize
     }
 
     fn insert(&mut self, key: u128, v: Word) {
-        let mask = self.slots.len() - 1;
-        let mut i = self.slot(key);
-        while self.slots[i].1.is_some() && self.slots[i].0 != key {
+        let mask = self.keys.len() - 1;
+        let mut i = Words::slot(key);
+        while self.vals[i].is_some() && self.keys[i] != key {
             i = (i + 1) & mask;
         }
-        self.slots[i] = (key, Some(v));
+        self.keys[i] = key;
+        self.vals[i] = Some(v);
     }
 
     fn get(&self, key: u128) -> Option<Word> {
-        let mask = self.slots.len() - 1;
-        let mut i = self.slot(key);
+        let mask = self.keys.len() - 1;
+        let mut i = Words::slot(key);
         loop {
-            match self.slots[i] {
-                (k, Some(v)) if k == key => return Some(v),
-                (_, None) => return None,
-                _ => i = (i + 1) & mask,
+            let v = self.vals[i]?;
+            if self.keys[i] == key {
+                return Some(v);
             }
+            i = (i + 1) & mask;
         }
     }
 }
@@ -762,64 +758,73 @@ impl Words {
 /// The common words, decided without trying every rule: a keyword, constant or name made of
 /// letters, digits and `_`; a decimal number; a dotted IPv4 prefix of 2 or 4 parts. Anything
 /// an address rule could also match (a `:` or `-`, twelve or more hex digits, three dotted
-/// parts like a `xxxx.xxxx.xxxx` MAC, a name with a dot) is left to the full longest-match
-/// search, which gives the same answer for the words decided here.
-fn fast_word<'a>(src: &'a str, at: usize, words: &Words) -> Option<(Fast<'a>, usize)> {
-    let s = src.as_bytes();
+/// parts like a `xxxx.xxxx.xxxx` MAC, a name with a dot), an octal number and a number too
+/// large are left to the full longest-match search, which gives the same answer for the words
+/// decided here (and the error for the others).
+fn fast_word(s: &[u8], at: usize, words: &Words) -> Option<(Tok, usize)> {
     let c = s[at];
-    // The run of word bytes and the classes in it.
-    let mut end = at;
-    let mut all = 0u8;
-    while let Some(&b) = s.get(end) {
-        let class = CLASS[b as usize];
-        if class == 0 {
-            break;
+    let first = CLASS[c as usize];
+    if first == C_ALPHA && c != b'_' {
+        // A name: letters, digits and `_`, packed as it is read.
+        let mut key = 0u128;
+        let mut end = at;
+        while let Some(&b) = s.get(end) {
+            let class = CLASS[b as usize];
+            if class & (C_ALPHA | C_DIGIT) == 0 {
+                if class != 0 {
+                    return None;
+                }
+                break;
+            }
+            let i = end - at;
+            if i == FAST_MAX {
+                return None;
+            }
+            key |= u128::from(b) << (8 * i);
+            end += 1;
         }
-        all |= class;
-        end += 1;
-    }
-    let run = end - at;
-    if run == 0 || run > FAST_MAX || all & C_ADDR != 0 || c == b'_' || s[end - 1] == b'_' {
-        return None;
-    }
-    // Only ASCII bytes: the ends are character boundaries.
-    let text = src.get(at..end)?;
-    if c.is_ascii_alphabetic() {
-        if all & C_DOT != 0 {
+        if s[end - 1] == b'_' {
             return None;
         }
-        let tok = match words.get(pack(text.as_bytes())) {
+        let tok = match words.get(key) {
             Some(Word::Kw(k)) => Tok::Kw(k),
             Some(Word::Const(v)) => Tok::Num(v),
             None => Tok::Id,
         };
-        return Some((Fast::Tok(tok), run));
+        return Some((tok, end - at));
     }
-    if all & C_ALPHA != 0 {
+    if first != C_DIGIT {
         return None;
     }
-    if all & C_DOT == 0 {
-        // A decimal number (at most eleven digits: no overflow of u64) is converted here;
-        // octal, and overflow with its message, are `stou`'s.
-        if c == b'0' && run > 1 {
-            return Some((Fast::Num(text), run));
+    // A number or a dotted address: digits and dots, its value read on the way.
+    let (mut end, mut n, mut dots, mut dot, mut empty) = (at, 0u64, 0, false, false);
+    while let Some(&b) = s.get(end) {
+        match CLASS[b as usize] {
+            C_DIGIT => {
+                n = n.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
+                dot = false;
+            }
+            C_DOT => {
+                empty |= dot;
+                dot = true;
+                dots += 1;
+            }
+            0 => break,
+            _ => return None,
         }
-        let n = text.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-        return Some(match u32::try_from(n) {
-            Ok(n) => (Fast::Tok(Tok::Num(n)), run),
-            Err(_) => (Fast::Num(text), run),
-        });
+        end += 1;
+        if end - at > FAST_DOTTED_MAX {
+            return None;
+        }
     }
-    // Dotted: 2 or 4 parts, none empty (the first starts with a digit).
-    let b = text.as_bytes();
-    let dots = b.iter().filter(|&&x| x == b'.').count();
-    if b[run - 1] == b'.' || b.windows(2).any(|w| w == b"..") {
-        return None;
+    let run = end - at;
+    if dots == 0 {
+        if run > FAST_MAX || (c == b'0' && run > 1) {
+            return None;
+        }
+        return u32::try_from(n).ok().map(|n| (Tok::Num(n), run));
     }
-    match dots + 1 {
-        2 | 4 => Some((Fast::Tok(Tok::Hid), run)),
-        _ => None,
-    }
+    (!empty && !dot && matches!(dots, 1 | 3)).then_some((Tok::Hid, run))
 }
 
 /// Operators no other rule can match at all (no two-byte operator, address, name or number
@@ -910,16 +915,11 @@ pub(crate) fn tokenize_into(src: &str, fast: bool, out: &mut Vec<Token>) -> Resu
         static WORDS: std::sync::OnceLock<Words> = std::sync::OnceLock::new();
         if fast {
             if CLASS[c as usize] & (C_DIGIT | C_ALPHA) != 0 {
-                if let Some((tok, len)) = fast_word(src, at, WORDS.get_or_init(Words::new)) {
-                    let span = Span::new(at, at + len);
-                    let tok = match tok {
-                        Fast::Tok(t) => t,
-                        Fast::Num(text) => match stou(text) {
-                            Ok(n) => Tok::Num(n),
-                            Err(m) => return err(m, span),
-                        },
-                    };
-                    out.push(Token { tok, span });
+                if let Some((tok, len)) = fast_word(s, at, WORDS.get_or_init(Words::new)) {
+                    out.push(Token {
+                        tok,
+                        span: Span::new(at, at + len),
+                    });
                     at += len;
                     continue;
                 }
@@ -1119,6 +1119,34 @@ mod tests {
             }
             let fast = tokenize_with(&text, true).map_err(|e| e.to_string());
             let full = tokenize_with(&text, false).map_err(|e| e.to_string());
+            assert_eq!(fast, full, "{text:?}");
+        }
+        // Words at the fast path's limits: long dotted addresses, twelve digits (a MAC),
+        // octal and overflowing numbers, names of 11 and 12 bytes.
+        for text in [
+            "255.255.255.255",
+            "192.168.100.200",
+            "1.2.3.4.5",
+            "1111.2222.3333",
+            "123456789012",
+            "12345678901",
+            "99999999999",
+            "4294967295",
+            "4294967296",
+            "0777",
+            "08",
+            "0",
+            "portrange",
+            "abcdefghijk",
+            "abcdefghijkl",
+            "ip6_",
+            "a_b",
+            "10.0.0.0/8",
+            "1.2.3..4",
+            "1.2.3.4.",
+        ] {
+            let fast = tokenize_with(text, true).map_err(|e| e.to_string());
+            let full = tokenize_with(text, false).map_err(|e| e.to_string());
             assert_eq!(fast, full, "{text:?}");
         }
     }
