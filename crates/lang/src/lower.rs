@@ -253,7 +253,7 @@ fn has_acc_op(e: &Expr) -> bool {
 type R<T> = Result<T, Error>;
 
 /// Most facts [`Lower`] keeps.
-const KNOWN: usize = 16;
+const KNOWN: usize = 8;
 
 /// A stack of up to 8 values in place, more on the heap.
 enum Stack8<T: Copy> {

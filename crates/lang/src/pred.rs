@@ -868,6 +868,17 @@ impl Builder {
     }
 
     fn junction(&mut self, is_and: bool, a: NodeId, b: NodeId) -> NodeId {
+        // An identity operand (`x and true`, `false or x`): the other one, as `junction_all`
+        // would make it, without the walk.
+        if !self.exact {
+            let unit = Node::Const(is_and);
+            if self.nodes[b.0 as usize] == unit {
+                return a;
+            }
+            if self.nodes[a.0 as usize] == unit {
+                return b;
+            }
+        }
         self.junction_all(is_and, &[a, b])
     }
 
@@ -1051,8 +1062,9 @@ const MIX: [u64; 4] = [
 ];
 
 /// A hash over words: each word is multiplied by a constant of its position and the products
-/// summed, so the multiplications run side by side rather than as one chain (the chained Fx
-/// hash of a test was the latency the interning search waited on).
+/// summed, so the multiplications run side by side rather than as one chain (the interning
+/// search waits on the hash). The map of large builders mixes the sum once more with its own
+/// hasher.
 #[derive(Default)]
 struct Words {
     acc: u64,
@@ -1073,8 +1085,7 @@ impl Words {
     }
 
     fn finish(&self) -> u64 {
-        let h = self.acc ^ (self.acc >> 29);
-        h.wrapping_mul(MIX[1]) ^ (h >> 32)
+        self.acc ^ (self.acc >> 29)
     }
 }
 
