@@ -773,6 +773,11 @@ pub(in crate::compile) fn compile(pred: &Pred, snaplen: u32) -> Option<Program> 
 }
 
 fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
+    run_with(pred, snaplen, sc, true)
+}
+
+/// [`run`]; with `trees` false, the walk makes every graph (the tests compare).
+fn run_with(pred: &Pred, snaplen: u32, sc: &mut Scratch, trees: bool) -> Option<Program> {
     sc.keys.clear();
     sc.tests.clear();
     sc.facts.clear();
@@ -784,24 +789,33 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     sc.pending.clear();
     sc.graph.clear();
     sc.node_ids.clear();
-    let mut s = Simplifier {
-        pred,
-        sc,
-        visits: 0,
-    };
-    let S::Node(top) = s.simplify(pred.root())? else {
-        return None;
-    };
-    let root = build(sc, top, ACCEPT, REJECT)?;
-    if root < FIRST {
-        return None;
-    }
-    let root = if nothing_decidable(pred, sc)? {
-        regroup(sc, root)?
-    } else {
-        // Without a repeated field no chain is worth regrouping: the graph stays as it is.
-        std::mem::swap(&mut sc.graph, &mut sc.regrouped);
-        root
+    let root = match tree(pred, sc).filter(|_| trees) {
+        Some(root) => root,
+        None => {
+            sc.tests.clear();
+            sc.graph.clear();
+            sc.node_ids.clear();
+            let mut s = Simplifier {
+                pred,
+                sc,
+                visits: 0,
+            };
+            let S::Node(top) = s.simplify(pred.root())? else {
+                return None;
+            };
+            let root = build(sc, top, ACCEPT, REJECT)?;
+            if root < FIRST {
+                return None;
+            }
+            if nothing_decidable(pred, sc)? {
+                regroup(sc, root)?
+            } else {
+                // Without a repeated field no chain is worth regrouping: the graph stays as
+                // it is.
+                std::mem::swap(&mut sc.graph, &mut sc.regrouped);
+                root
+            }
+        }
     };
     // What A and X hold on entry to each node: the meet over its predecessors (successors have
     // smaller refs, so decreasing refs are a topological order).
@@ -910,6 +924,98 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
     };
     scratch.clear();
     layout(sc, root, scratch)
+}
+
+/// The decision graph (in `regrouped`) of a predicate that is a tree of `and`, `or` and `not`
+/// over tests of distinct fields (under distinct masks), as the walk above makes it: no test
+/// can be decided by another (each field is tested once), no run of junctions is merged (they
+/// would share a leading test), nothing is regrouped (no field is repeated) — the graph is
+/// `build`'s of the predicate itself. `None`: another predicate (or a test the walk treats
+/// specially: a mask of 0, a test its width decides).
+fn tree(pred: &Pred, sc: &mut Scratch) -> Option<u32> {
+    // The tests, checked and distinct (few: pairs compared).
+    sc.tests.clear();
+    let mut stack = [NodeId(0); 2 * SMALL];
+    let (mut depth, mut visits) = (1, 0);
+    stack[0] = pred.root();
+    while depth > 0 {
+        depth -= 1;
+        visits += 1;
+        if visits > 4 * SMALL {
+            return None;
+        }
+        let id = stack[depth];
+        match pred.node(id) {
+            Node::Test(t) => {
+                if t.mask == 0
+                    || sc.tests.len() == SMALL
+                    || Know::new(max_value(&t.field, t.mask))
+                        .decide(&t.cmp, false)
+                        .is_some()
+                    || sc.tests.iter().any(|&o| {
+                        test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask)
+                    })
+                {
+                    return None;
+                }
+                sc.tests.push(id)?;
+            }
+            Node::Not(x) => {
+                *stack.get_mut(depth)? = *x;
+                depth += 1;
+            }
+            Node::And(ops) | Node::Or(ops) => {
+                for &o in ops.iter() {
+                    *stack.get_mut(depth)? = o;
+                    depth += 1;
+                }
+            }
+            _ => return None,
+        }
+    }
+    sc.graph.clear();
+    sc.node_ids.clear();
+    let root = tree_build(pred, sc, pred.root(), ACCEPT, REJECT)?;
+    if root < FIRST {
+        return None;
+    }
+    std::mem::swap(&mut sc.graph, &mut sc.regrouped);
+    Some(root)
+}
+
+/// `build` on the predicate's own tree (see [`tree`]).
+fn tree_build(pred: &Pred, sc: &mut Scratch, id: NodeId, t: u32, f: u32) -> Option<u32> {
+    Some(match pred.node(id) {
+        Node::Test(_) => {
+            let key = sc.tests.iter().position(|&x| x == id)? as u32;
+            node(
+                &mut sc.graph,
+                &mut sc.node_ids,
+                GNode {
+                    test: id.0,
+                    key,
+                    t,
+                    f,
+                },
+            )?
+        }
+        Node::Not(x) => tree_build(pred, sc, *x, f, t)?,
+        Node::And(ops) => {
+            let mut next = t;
+            for &o in ops.iter().rev() {
+                next = tree_build(pred, sc, o, next, f)?;
+            }
+            next
+        }
+        Node::Or(ops) => {
+            let mut next = f;
+            for &o in ops.iter().rev() {
+                next = tree_build(pred, sc, o, t, next)?;
+            }
+            next
+        }
+        _ => return None,
+    })
 }
 
 /// The tests of a predicate that is one test, or an `and` of tests on distinct fields (under
@@ -1196,6 +1302,72 @@ mod tests {
             assert_eq!(
                 Some(chain.insns()),
                 general.as_ref().map(|g| g.insns()),
+                "{e}"
+            );
+        }
+        assert!(taken > 1000, "{taken}");
+    }
+
+    /// Trees of distinct fields: the graph made from the predicate itself is the walk's, on
+    /// random and/or/not combinations of single tests.
+    #[test]
+    fn trees_are_the_walks_graphs() {
+        let atoms = [
+            "ip",
+            "ether[0] = 1",
+            "ether[1] & 0xf0 = 0x40",
+            "ether[2] & 4 != 0",
+            "ether[3] & 4 = 0",
+            "ether[4] > 7",
+            "ether[6:2] > 5 and ether[6:2] < 100",
+            "(ether[8] = 1 or ether[8] = 3)",
+            "len > 100",
+            "ether[10:4] = 0x01020304",
+            "ether[14] & 0x80 = 0x80",
+            "ip[9] != 6",
+            "ether[16] = 9",
+            "ip src net 10.0.0.0/8",
+            "ip dst host 10.1.2.3",
+        ];
+        let (mut taken, mut x) = (0, 0x2545_f491_u64);
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..4000 {
+            // A random expression over up to six atoms: `(a op b) op not (c op d) …`.
+            let n = 1 + next() % 6;
+            let mut e = String::new();
+            for i in 0..n {
+                let r = next();
+                if i > 0 {
+                    e.push_str(if r % 2 == 0 { " and " } else { " or " });
+                }
+                if r % 5 == 0 {
+                    e.push_str("not ");
+                }
+                let atom = atoms[((r >> 8) % atoms.len() as u64) as usize];
+                if r % 3 == 0 && i + 1 < n {
+                    let other = atoms[((r >> 20) % atoms.len() as u64) as usize];
+                    let op = if (r >> 30) % 2 == 0 { "or" } else { "and" };
+                    e.push_str(&format!("({atom} {op} {other})"));
+                } else {
+                    e.push_str(&format!("({atom})"));
+                }
+            }
+            let p = pred(&e);
+            let mut sc = Scratch::default();
+            if tree(&p, &mut sc).is_none() {
+                continue;
+            }
+            let fast = run_with(&p, 262_144, &mut Scratch::default(), true);
+            taken += usize::from(fast.is_some());
+            let walked = run_with(&p, 262_144, &mut Scratch::default(), false);
+            assert_eq!(
+                fast.as_ref().map(|g| g.insns()),
+                walked.as_ref().map(|g| g.insns()),
                 "{e}"
             );
         }
