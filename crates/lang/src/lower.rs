@@ -581,6 +581,25 @@ impl<'a> Lower<'a> {
     /// arm. libpcap's optimiser removes the same tests; the predicate is smaller for every
     /// engine and the optimiser has less to remove.
     fn linktype(&mut self, proto: u32) -> R<NodeId> {
+        // The Ethernet type test, decided before it is built (the common case).
+        if self.nknown > 0
+            && self.label_stack_depth == 0
+            && self.linktype == Lt::En10mb
+            && proto > et::MTU
+        {
+            let f = self.lt_field();
+            if let Some(k) = self.known[..self.nknown]
+                .iter()
+                .rev()
+                .find(|k| k.0 == f && k.1 == u32::MAX)
+            {
+                return Ok(if k.2 == proto {
+                    self.tru()
+                } else {
+                    self.fals()
+                });
+            }
+        }
         let id = self.linktype_test(proto)?;
         Ok(self.decided(id))
     }

@@ -715,6 +715,8 @@ pub struct Builder {
     same_hash: Vec<u32>,
     /// Scratch for the operands of a junction.
     ops: Vec<NodeId>,
+    /// The constants `false` and `true`, once made.
+    consts: [Option<NodeId>; 2],
     exact: bool,
     no_optimize: bool,
 }
@@ -800,7 +802,14 @@ impl Builder {
 
     /// A constant.
     pub fn constant(&mut self, b: bool) -> NodeId {
-        self.intern(Node::Const(b))
+        match self.consts[usize::from(b)] {
+            Some(id) => id,
+            None => {
+                let id = self.intern(Node::Const(b));
+                self.consts[usize::from(b)] = Some(id);
+                id
+            }
+        }
     }
 
     /// A field test.
