@@ -796,28 +796,29 @@ fn fast_word(s: &[u8], at: usize, words: &Words) -> Option<(Tok, usize)> {
     if first != C_DIGIT {
         return None;
     }
-    // A number or a dotted address: digits and dots, its value read on the way.
-    let (mut end, mut n, mut dots, mut dot, mut empty) = (at, 0u64, 0, false, false);
+    // A number or a dotted address: digits and dots, its value read on the way (without a
+    // branch per byte: the value is only used when there is no dot).
+    let (mut end, mut n, mut dots, mut dot, mut empty, mut all) =
+        (at, 0u64, 0u32, false, false, 0u8);
     while let Some(&b) = s.get(end) {
-        match CLASS[b as usize] {
-            C_DIGIT => {
-                n = n.wrapping_mul(10).wrapping_add(u64::from(b - b'0'));
-                dot = false;
-            }
-            C_DOT => {
-                empty |= dot;
-                dot = true;
-                dots += 1;
-            }
-            0 => break,
-            _ => return None,
+        let class = CLASS[b as usize];
+        if class == 0 {
+            break;
         }
+        all |= class;
+        let is_dot = class == C_DOT;
+        empty |= is_dot & dot;
+        dot = is_dot;
+        dots += u32::from(is_dot);
+        n = n
+            .wrapping_mul(10)
+            .wrapping_add(u64::from(b.wrapping_sub(b'0')));
         end += 1;
-        if end - at > FAST_DOTTED_MAX {
-            return None;
-        }
     }
     let run = end - at;
+    if all & !(C_DIGIT | C_DOT) != 0 || run > FAST_DOTTED_MAX {
+        return None;
+    }
     if dots == 0 {
         if run > FAST_MAX || (c == b'0' && run > 1) {
             return None;

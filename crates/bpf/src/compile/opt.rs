@@ -359,6 +359,19 @@ fn eval_cmp(cmp: &Cmp, v: u32) -> bool {
 }
 
 /// The largest value a field under a mask can have.
+/// Whether a field whose values are `0..=max` decides `cmp` by that alone: what
+/// `Know::new(max).decide(cmp, false).is_some()` says, without building the knowledge.
+fn width_decides(max: u32, cmp: &Cmp) -> bool {
+    match *cmp {
+        Cmp::Eq(v) => v > max,
+        Cmp::Gt(v) => max <= v,
+        Cmp::Ge(v) => v == 0 || max < v,
+        Cmp::Bits(b) => b == 0 || max < (b & b.wrapping_neg()),
+        Cmp::OneOf(ref vs) => vs.iter().all(|&v| v > max),
+        Cmp::Range(a, b) => (a == 0 && max <= b) || max < a,
+    }
+}
+
 fn max_value(field: &Field, mask: u32) -> u32 {
     let size_max = match field {
         Field::Packet { size: 1, .. } | Field::Ancillary { size: 1, .. } => 0xff,
@@ -2229,4 +2242,52 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
     }
     cfg.root = Some(target(root, &block_of));
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `width_decides` is what a fresh knowledge of the field's width decides, on edge and
+    /// random values of every comparison.
+    #[test]
+    fn width_decides_as_a_fresh_knowledge_does() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let r = x as u32;
+            // Edge values as often as random ones.
+            match x >> 60 {
+                0 => 0,
+                1 => 1,
+                2 => 0xff,
+                3 => 0x100,
+                4 => 0xffff,
+                5 => 0x1_0000,
+                6 => u32::MAX,
+                7 => r & 0x1ff,
+                _ => r,
+            }
+        };
+        for _ in 0..200_000 {
+            let max = [0xff, 0xffff, u32::MAX, next()][(next() % 4) as usize];
+            let (a, b) = (next(), next());
+            for cmp in [
+                Cmp::Eq(a),
+                Cmp::Gt(a),
+                Cmp::Ge(a),
+                Cmp::Bits(a),
+                Cmp::OneOf(vec![a, b].into_boxed_slice()),
+                Cmp::Range(a.min(b), a.max(b)),
+            ] {
+                assert_eq!(
+                    width_decides(max, &cmp),
+                    Know::new(max).decide(&cmp, false).is_some(),
+                    "{max:#x} {cmp:?}"
+                );
+            }
+        }
+    }
 }

@@ -30,7 +30,7 @@
 use netsift_lang::Pred;
 use netsift_lang::pred::{Cmp, Field, Node, NodeId, Test};
 
-use super::{Br, Holds, Know, max_value, plan_test};
+use super::{Br, Holds, Know, max_value, plan_test, width_decides};
 use crate::insn::{Insn, Program, code::*};
 
 /// Most tests tier 0 takes on (more: the general optimiser).
@@ -254,10 +254,7 @@ impl<'p> Simplifier<'p, '_> {
                     return Some(S::Const(b));
                 }
                 // A test its field's width decides: the general optimiser's business.
-                if Know::new(max_value(&t.field, t.mask))
-                    .decide(&t.cmp, false)
-                    .is_some()
-                {
+                if width_decides(max_value(&t.field, t.mask), &t.cmp) {
                     return None;
                 }
                 self.sc.tests.push(id)?;
@@ -949,9 +946,7 @@ fn tree(pred: &Pred, sc: &mut Scratch) -> Option<u32> {
             Node::Test(t) => {
                 if t.mask == 0
                     || sc.tests.len() == SMALL
-                    || Know::new(max_value(&t.field, t.mask))
-                        .decide(&t.cmp, false)
-                        .is_some()
+                    || width_decides(max_value(&t.field, t.mask), &t.cmp)
                     || sc.tests.iter().any(|&o| {
                         test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask)
                     })
@@ -1041,9 +1036,7 @@ fn chain_tests(pred: &Pred) -> Option<([NodeId; SMALL], usize)> {
     for (i, &id) in ops.iter().enumerate() {
         let t = test_of(pred, id)?;
         if t.mask == 0
-            || Know::new(max_value(&t.field, t.mask))
-                .decide(&t.cmp, false)
-                .is_some()
+            || width_decides(max_value(&t.field, t.mask), &t.cmp)
             || ops[..i]
                 .iter()
                 .any(|&o| test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask))
