@@ -1225,42 +1225,40 @@ impl<'a> Lower<'a> {
         };
         if !self.folds() {
             // libpcap's shape: the link-type test in each direction's conjunction.
-            let atom = |l: &mut Self, off: u32| {
+            return Ok(self.directions(dir, src_off, dst_off, |l, off| {
                 let b = test(l, off);
                 l.and(lt, b)
-            };
-            return Ok(match dir {
-                Some(Dir::Src) => atom(self, src_off),
-                Some(Dir::Dst) => atom(self, dst_off),
-                Some(Dir::SrcAndDst) => {
-                    let a = atom(self, src_off);
-                    let b = atom(self, dst_off);
-                    self.and(a, b)
-                }
-                _ => {
-                    let a = atom(self, src_off);
-                    let b = atom(self, dst_off);
-                    self.or(a, b)
-                }
-            });
+            }));
         }
         // The link-type test once, before the direction's tests (what libpcap's optimiser
         // makes of its `(lt and src) or (lt and dst)`).
-        let addrs = match dir {
-            Some(Dir::Src) => test(self, src_off),
-            Some(Dir::Dst) => test(self, dst_off),
+        let addrs = self.directions(dir, src_off, dst_off, test);
+        Ok(self.and(lt, addrs))
+    }
+
+    /// `one` at the source offset, the destination offset, or both as `dir` says (`src or
+    /// dst` when none is given; the caller has rejected the 802.11 directions).
+    fn directions(
+        &mut self,
+        dir: Option<Dir>,
+        src_off: u32,
+        dst_off: u32,
+        one: impl Fn(&mut Self, u32) -> NodeId,
+    ) -> NodeId {
+        match dir {
+            Some(Dir::Src) => one(self, src_off),
+            Some(Dir::Dst) => one(self, dst_off),
             Some(Dir::SrcAndDst) => {
-                let a = test(self, src_off);
-                let b = test(self, dst_off);
+                let a = one(self, src_off);
+                let b = one(self, dst_off);
                 self.and(a, b)
             }
             _ => {
-                let a = test(self, src_off);
-                let b = test(self, dst_off);
+                let a = one(self, src_off);
+                let b = one(self, dst_off);
                 self.or(a, b)
             }
-        };
-        Ok(self.and(lt, addrs))
+        }
     }
 
     /// DECnet addresses (`gen_dnhostop`).
