@@ -904,19 +904,19 @@ pub(crate) fn tokenize_into(src: &str, fast: bool, out: &mut Vec<Token>) -> Resu
     let s = src.as_bytes();
     let mut at = 0;
     let err = |msg: String, span: Span| Err(Error::new(ErrorKind::Lexical, msg, Some(span), src));
+    static KW: std::sync::OnceLock<FxHashMap<&'static [u8], Kw>> = std::sync::OnceLock::new();
+    static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> = std::sync::OnceLock::new();
+    static WORDS: std::sync::OnceLock<Words> = std::sync::OnceLock::new();
+    let words = WORDS.get_or_init(Words::new);
     while at < s.len() {
         let c = s[at];
         if matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
             at += 1;
             continue;
         }
-        static KW: std::sync::OnceLock<FxHashMap<&'static [u8], Kw>> = std::sync::OnceLock::new();
-        static CONST: std::sync::OnceLock<FxHashMap<&'static [u8], u32>> =
-            std::sync::OnceLock::new();
-        static WORDS: std::sync::OnceLock<Words> = std::sync::OnceLock::new();
         if fast {
             if CLASS[c as usize] & (C_DIGIT | C_ALPHA) != 0 {
-                if let Some((tok, len)) = fast_word(s, at, WORDS.get_or_init(Words::new)) {
+                if let Some((tok, len)) = fast_word(s, at, words) {
                     out.push(Token {
                         tok,
                         span: Span::new(at, at + len),
