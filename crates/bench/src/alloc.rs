@@ -22,29 +22,37 @@ fn plain(align: usize, size: usize) -> bool {
     align <= MIN_ALIGN && align <= size
 }
 
+/// A block for `layout` from `plain` (size) when its alignment suffices, else from `aligned`
+/// (size, alignment).
+///
+/// # Safety
+/// The two functions must be mimalloc's entry points of one kind (allocating or zeroing).
+unsafe fn block(
+    layout: Layout,
+    plain_fn: unsafe extern "C" fn(usize) -> *mut std::ffi::c_void,
+    aligned_fn: unsafe extern "C" fn(usize, usize) -> *mut std::ffi::c_void,
+) -> *mut u8 {
+    // SAFETY: FFI calls that accept any size (the caller's contract names them).
+    unsafe {
+        if plain(layout.align(), layout.size()) {
+            plain_fn(layout.size()).cast()
+        } else {
+            aligned_fn(layout.size(), layout.align()).cast()
+        }
+    }
+}
+
 // SAFETY: every block comes from mimalloc and goes back to it (`mi_free` takes the blocks of
 // every entry point used here); alignment is as the module documentation says.
 unsafe impl GlobalAlloc for Mi {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: FFI calls that accept any size.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi::mi_malloc(layout.size()).cast()
-            } else {
-                mi::mi_malloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: mimalloc's allocating entry points.
+        unsafe { block(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: as `alloc`.
-        unsafe {
-            if plain(layout.align(), layout.size()) {
-                mi::mi_zalloc(layout.size()).cast()
-            } else {
-                mi::mi_zalloc_aligned(layout.size(), layout.align()).cast()
-            }
-        }
+        // SAFETY: mimalloc's zeroing entry points.
+        unsafe { block(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, _layout: Layout) {
