@@ -93,9 +93,10 @@ pub fn lower_or_report(text: &str, ctx: &Context) -> Result<lang::Pred> {
     lang::compile(text, ctx).map_err(|e| anyhow!("{e}"))
 }
 
-/// Compile to classic BPF, or fail with the rendered error.
+/// Compile to classic BPF, or fail with the rendered error. The predicate is lowered for the
+/// level (`-O0` keeps every test libpcap's code generator emits: [`Context::optimize`]).
 pub fn compile_or_report(text: &str, ctx: &Context, optimize: bool) -> Result<Program> {
-    let pred = lower_or_report(text, ctx)?;
+    let pred = lower_or_report(text, &Context { optimize, ..*ctx })?;
     match compile::compile(
         &pred,
         &compile::Options {
