@@ -1062,7 +1062,7 @@ impl Builder {
     }
 }
 
-/// Multipliers of [`Words`]: odd, with well-spread bits.
+/// Multipliers of [`NodeHasher`]: odd, with well-spread bits.
 const MIX: [u64; 4] = [
     0x9e37_79b9_7f4a_7c15,
     0xc2b2_ae3d_27d4_eb4f,
@@ -1075,12 +1075,12 @@ const MIX: [u64; 4] = [
 /// search waits on the hash). The map of large builders mixes the sum once more with its own
 /// hasher.
 #[derive(Default)]
-struct Words {
+struct NodeHasher {
     acc: u64,
     n: usize,
 }
 
-impl Words {
+impl NodeHasher {
     fn add(&mut self, w: u64) {
         let k = MIX[self.n & 3];
         self.acc = self
@@ -1101,7 +1101,7 @@ impl Words {
 /// The interning hash of a node: equal nodes hash equally (a function of the same fields the
 /// derived equality compares).
 fn node_hash(n: &Node) -> u64 {
-    let mut w = Words::default();
+    let mut w = NodeHasher::default();
     match n {
         Node::Const(b) => w.two(1, u32::from(*b)),
         Node::Test(t) => {

@@ -923,6 +923,16 @@ fn run_with(pred: &Pred, snaplen: u32, sc: &mut Scratch, trees: bool) -> Option<
     layout(sc, root, scratch)
 }
 
+/// Whether `t` is a test the walk would keep as it is (not masked to nothing, not decided by
+/// its field's width) on a field (under a mask) none of the tests `before` reads.
+fn distinct_plain(pred: &Pred, t: &Test, before: &[NodeId]) -> bool {
+    t.mask != 0
+        && !width_decides(max_value(&t.field, t.mask), &t.cmp)
+        && !before
+            .iter()
+            .any(|&o| test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask))
+}
+
 /// The decision graph (in `regrouped`) of a predicate that is a tree of `and`, `or` and `not`
 /// over tests of distinct fields (under distinct masks), as the walk above makes it: no test
 /// can be decided by another (each field is tested once), no run of junctions is merged (they
@@ -944,13 +954,7 @@ fn tree(pred: &Pred, sc: &mut Scratch) -> Option<u32> {
         let id = stack[depth];
         match pred.node(id) {
             Node::Test(t) => {
-                if t.mask == 0
-                    || sc.tests.len() == SMALL
-                    || width_decides(max_value(&t.field, t.mask), &t.cmp)
-                    || sc.tests.iter().any(|&o| {
-                        test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask)
-                    })
-                {
+                if sc.tests.len() == SMALL || !distinct_plain(pred, t, &sc.tests) {
                     return None;
                 }
                 sc.tests.push(id)?;
@@ -1034,13 +1038,7 @@ fn chain_tests(pred: &Pred) -> Option<([NodeId; SMALL], usize)> {
     };
     let ops = &buf[..n];
     for (i, &id) in ops.iter().enumerate() {
-        let t = test_of(pred, id)?;
-        if t.mask == 0
-            || width_decides(max_value(&t.field, t.mask), &t.cmp)
-            || ops[..i]
-                .iter()
-                .any(|&o| test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask))
-        {
+        if !distinct_plain(pred, test_of(pred, id)?, &ops[..i]) {
             return None;
         }
     }
