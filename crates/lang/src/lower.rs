@@ -581,23 +581,18 @@ impl<'a> Lower<'a> {
     /// arm. libpcap's optimiser removes the same tests; the predicate is smaller for every
     /// engine and the optimiser has less to remove.
     fn linktype(&mut self, proto: u32) -> R<NodeId> {
-        // The Ethernet type test, decided before it is built (the common case).
+        // The Ethernet type test, decided before it is built (the common case: a type that
+        // `ether_linktype` tests with one comparison — not AppleTalk's and AARP's, which also
+        // take 802.3 SNAP frames).
         if self.nknown > 0
             && self.label_stack_depth == 0
             && self.linktype == Lt::En10mb
             && proto > et::MTU
+            && !matches!(proto, et::ATALK | et::AARP)
         {
             let f = self.lt_field();
-            if let Some(k) = self.known[..self.nknown]
-                .iter()
-                .rev()
-                .find(|k| k.0 == f && k.1 == u32::MAX)
-            {
-                return Ok(if k.2 == proto {
-                    self.tru()
-                } else {
-                    self.fals()
-                });
+            if let Some(c) = self.known_eq(f, u32::MAX, proto) {
+                return Ok(c);
             }
         }
         let id = self.linktype_test(proto)?;
@@ -645,16 +640,17 @@ impl<'a> Lower<'a> {
         let (Cmp::Eq(v), false) = (&t.cmp, t.relation) else {
             return id;
         };
-        let v = *v;
-        match self.known[..self.nknown]
+        let (field, mask, v) = (t.field, t.mask, *v);
+        self.known_eq(field, mask, v).unwrap_or(id)
+    }
+
+    /// The constant `field & mask == v` is where the known tests say what the field holds.
+    fn known_eq(&mut self, field: Field, mask: u32, v: u32) -> Option<NodeId> {
+        let k = self.known[..self.nknown]
             .iter()
             .rev()
-            .find(|k| k.0 == t.field && k.1 == t.mask)
-        {
-            Some(k) if k.2 == v => self.tru(),
-            Some(_) => self.fals(),
-            None => id,
-        }
+            .find(|k| k.0 == field && k.1 == mask)?;
+        Some(if k.2 == v { self.tru() } else { self.fals() })
     }
 
     fn linktype_test(&mut self, proto: u32) -> R<NodeId> {
@@ -2619,6 +2615,12 @@ mod folding_tests {
             tests(&lower("ip and not arp", true)),
             ["pkt[12:2] == 0x800"]
         );
+        // AppleTalk and AARP also match 802.3 SNAP frames: their type test is no single
+        // comparison, and libpcap's optimiser does not find `ip and aarp` empty either.
+        assert!(!matches!(
+            lower("ip and aarp", true).node(lower("ip and aarp", true).root()),
+            Node::Const(_)
+        ));
         // A contradiction is still the whole filter's (libpcap reports it too).
         assert_eq!(
             lower("ip and arp", true).node(lower("ip and arp", true).root()),
