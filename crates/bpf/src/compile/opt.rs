@@ -1667,7 +1667,9 @@ impl<'a> Br<'a> {
 
 /// The statements (appended to `stmts`) and branch of a block testing `t`, given what A and X
 /// hold on entry; and what they hold on exit. Shared by [`emit`] and tier 0 (`direct`), whose
-/// programs must be the same.
+/// programs must be the same. Inlined: its result, read back from memory in wider loads
+/// than it was written with, stalled on store forwarding.
+#[inline(always)]
 pub(super) fn plan_test<'a>(
     t: &'a Test,
     ain: Holds,
@@ -1675,8 +1677,9 @@ pub(super) fn plan_test<'a>(
     stmts: &mut Vec<Insn>,
 ) -> (Br<'a>, Holds, Holds) {
     let masked = t.mask != u32::MAX;
-    let has_masked = masked && ain == Holds::Masked(t.field, t.mask);
-    let has_field = ain == Holds::Field(t.field);
+    // Variants first: A mostly holds nothing known, and comparing fields costs more.
+    let has_masked = masked && matches!(ain, Holds::Masked(f, m) if m == t.mask && f == t.field);
+    let has_field = matches!(ain, Holds::Field(f) if f == t.field);
     let mut xout = xin;
     if !has_field && !has_masked {
         match t.field {

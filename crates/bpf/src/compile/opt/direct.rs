@@ -759,7 +759,7 @@ fn push_block(sc: &mut Scratch, stmts: &[Insn], term: Term) -> Option<u32> {
 
 /// The optimised program of `pred`, if tier 0 can make it (see the module docs).
 pub(in crate::compile) fn compile(pred: &Pred, snaplen: u32) -> Option<Program> {
-    if let Some(p) = chain_program(pred, snaplen) {
+    if let Some(p) = tree_program(pred, snaplen) {
         return Some(p);
     }
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
@@ -769,12 +769,8 @@ pub(in crate::compile) fn compile(pred: &Pred, snaplen: u32) -> Option<Program> 
     })
 }
 
+/// The walk's program (steps 1 to 4 of the module docs).
 fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
-    run_with(pred, snaplen, sc, true)
-}
-
-/// [`run`]; with `trees` false, the walk makes every graph (the tests compare).
-fn run_with(pred: &Pred, snaplen: u32, sc: &mut Scratch, trees: bool) -> Option<Program> {
     sc.keys.clear();
     sc.tests.clear();
     sc.facts.clear();
@@ -786,33 +782,24 @@ fn run_with(pred: &Pred, snaplen: u32, sc: &mut Scratch, trees: bool) -> Option<
     sc.pending.clear();
     sc.graph.clear();
     sc.node_ids.clear();
-    let root = match tree(pred, sc).filter(|_| trees) {
-        Some(root) => root,
-        None => {
-            sc.tests.clear();
-            sc.graph.clear();
-            sc.node_ids.clear();
-            let mut s = Simplifier {
-                pred,
-                sc,
-                visits: 0,
-            };
-            let S::Node(top) = s.simplify(pred.root())? else {
-                return None;
-            };
-            let root = build(sc, top, ACCEPT, REJECT)?;
-            if root < FIRST {
-                return None;
-            }
-            if nothing_decidable(pred, sc)? {
-                regroup(sc, root)?
-            } else {
-                // Without a repeated field no chain is worth regrouping: the graph stays as
-                // it is.
-                std::mem::swap(&mut sc.graph, &mut sc.regrouped);
-                root
-            }
-        }
+    let mut s = Simplifier {
+        pred,
+        sc,
+        visits: 0,
+    };
+    let S::Node(top) = s.simplify(pred.root())? else {
+        return None;
+    };
+    let root = build(sc, top, ACCEPT, REJECT)?;
+    if root < FIRST {
+        return None;
+    }
+    let root = if nothing_decidable(pred, sc)? {
+        regroup(sc, root)?
+    } else {
+        // Without a repeated field no chain is worth regrouping: the graph stays as it is.
+        std::mem::swap(&mut sc.graph, &mut sc.regrouped);
+        root
     };
     // What A and X hold on entry to each node: the meet over its predecessors (successors have
     // smaller refs, so decreasing refs are a topological order).
@@ -925,91 +912,80 @@ fn run_with(pred: &Pred, snaplen: u32, sc: &mut Scratch, trees: bool) -> Option<
 
 /// Whether `t` is a test the walk would keep as it is (not masked to nothing, not decided by
 /// its field's width) on a field (under a mask) none of the tests `before` reads.
-fn distinct_plain(pred: &Pred, t: &Test, before: &[NodeId]) -> bool {
+fn distinct_plain(t: &Test, before: &[Option<&Test>]) -> bool {
     t.mask != 0
         && !width_decides(max_value(&t.field, t.mask), &t.cmp)
         && !before
             .iter()
-            .any(|&o| test_of(pred, o).is_some_and(|u| u.field == t.field && u.mask == t.mask))
+            .any(|u| u.is_some_and(|u| u.mask == t.mask && u.field == t.field))
 }
 
-/// The decision graph (in `regrouped`) of a predicate that is a tree of `and`, `or` and `not`
-/// over tests of distinct fields (under distinct masks), as the walk above makes it: no test
-/// can be decided by another (each field is tested once), no run of junctions is merged (they
-/// would share a leading test), nothing is regrouped (no field is repeated) — the graph is
-/// `build`'s of the predicate itself. `None`: another predicate (or a test the walk treats
-/// specially: a mask of 0, a test its width decides).
-fn tree(pred: &Pred, sc: &mut Scratch) -> Option<u32> {
-    // The tests, checked and distinct (few: pairs compared).
-    sc.tests.clear();
-    let mut stack = [NodeId(0); 2 * SMALL];
-    let (mut depth, mut visits) = (1, 0);
-    stack[0] = pred.root();
-    while depth > 0 {
-        depth -= 1;
-        visits += 1;
-        if visits > 4 * SMALL {
-            return None;
-        }
-        let id = stack[depth];
-        match pred.node(id) {
-            Node::Test(t) => {
-                if sc.tests.len() == SMALL || !distinct_plain(pred, t, &sc.tests) {
-                    return None;
-                }
-                sc.tests.push(id)?;
-            }
-            Node::Not(x) => {
-                *stack.get_mut(depth)? = *x;
-                depth += 1;
-            }
-            Node::And(ops) | Node::Or(ops) => {
-                for &o in ops.iter() {
-                    *stack.get_mut(depth)? = o;
-                    depth += 1;
-                }
-            }
-            _ => return None,
-        }
+/// Exits in a tree ([`tree_program`]): the returns, the next instruction (within a leaf's
+/// jumps), and leaf `i` as `LEAF + i`.
+const TO_ACCEPT: u8 = 0;
+const TO_REJECT: u8 = 1;
+const TO_NEXT: u8 = 2;
+const LEAF: u8 = 3;
+/// Most jumps of a tree laid out directly (a set test is one per value).
+const TREE_JUMPS: usize = 64;
+/// Most predicate nodes a tree may have (a shared node counts once per occurrence).
+const TREE_VISITS: u32 = 4 * SMALL as u32;
+
+/// A jump of a tree's program: where it is, and its exits.
+#[derive(Clone, Copy, Default)]
+struct Jump {
+    pc: u16,
+    jt: u8,
+    jf: u8,
+}
+
+/// The leaves (tests) of a tree, numbered from the right as they are found, with their exits.
+struct Leaves {
+    ids: [NodeId; SMALL],
+    exits: [(u8, u8); SMALL],
+    n: usize,
+    visits: u32,
+}
+
+impl Leaves {
+    /// The next leaf from the right: test `id` with exits `t` and `f`.
+    fn leaf(&mut self, id: NodeId, t: u8, f: u8) -> Option<u8> {
+        let r = self.n;
+        *self.ids.get_mut(r)? = id;
+        self.exits[r] = (t, f);
+        self.n += 1;
+        Some(LEAF + r as u8)
     }
-    sc.graph.clear();
-    sc.node_ids.clear();
-    let root = tree_build(pred, sc, pred.root(), ACCEPT, REJECT)?;
-    if root < FIRST {
+}
+
+/// `build` on the predicate's own tree, right to left: the leaves of `id` with exits `t` and
+/// `f`, and the entry of `id` (its first leaf). `None`: a node other than a test, `and`, `or`
+/// or `not`, or more than [`SMALL`] leaves.
+fn leaves(pred: &Pred, lv: &mut Leaves, id: NodeId, t: u8, f: u8) -> Option<u8> {
+    lv.visits += 1;
+    if lv.visits > TREE_VISITS {
         return None;
     }
-    std::mem::swap(&mut sc.graph, &mut sc.regrouped);
-    Some(root)
-}
-
-/// `build` on the predicate's own tree (see [`tree`]).
-fn tree_build(pred: &Pred, sc: &mut Scratch, id: NodeId, t: u32, f: u32) -> Option<u32> {
     Some(match pred.node(id) {
-        Node::Test(_) => {
-            let key = sc.tests.iter().position(|&x| x == id)? as u32;
-            node(
-                &mut sc.graph,
-                &mut sc.node_ids,
-                GNode {
-                    test: id.0,
-                    key,
-                    t,
-                    f,
-                },
-            )?
-        }
-        Node::Not(x) => tree_build(pred, sc, *x, f, t)?,
+        Node::Test(_) => lv.leaf(id, t, f)?,
+        Node::Not(x) => leaves(pred, lv, *x, f, t)?,
         Node::And(ops) => {
             let mut next = t;
             for &o in ops.iter().rev() {
-                next = tree_build(pred, sc, o, next, f)?;
+                next = match pred.node(o) {
+                    Node::Test(_) => lv.leaf(o, next, f)?,
+                    _ => leaves(pred, lv, o, next, f)?,
+                };
             }
             next
         }
         Node::Or(ops) => {
             let mut next = f;
             for &o in ops.iter().rev() {
-                next = tree_build(pred, sc, o, t, next)?;
+                next = match pred.node(o) {
+                    Node::Test(_) => lv.leaf(o, t, next)?,
+                    _ => leaves(pred, lv, o, t, next)?,
+                };
             }
             next
         }
@@ -1017,115 +993,165 @@ fn tree_build(pred: &Pred, sc: &mut Scratch, id: NodeId, t: u32, f: u32) -> Opti
     })
 }
 
-/// The tests of a predicate that is one test, or an `and` of tests on distinct fields (under
-/// distinct masks): a chain. The walk above makes the chain itself of it — no test can be
-/// decided by another, no junction is merged, no field is repeated (nothing to regroup).
-/// `None`: another shape, or a test the walk treats specially (a mask of 0, a test its width
-/// decides).
-fn chain_tests(pred: &Pred) -> Option<([NodeId; SMALL], usize)> {
-    let root = pred.root();
-    let mut buf = [NodeId(0); SMALL];
-    let n = match pred.node(root) {
-        Node::Test(_) => {
-            buf[0] = root;
-            1
-        }
-        Node::And(ops) if ops.len() <= SMALL => {
-            buf[..ops.len()].copy_from_slice(ops);
-            ops.len()
-        }
-        _ => return None,
-    };
-    let ops = &buf[..n];
-    for (i, &id) in ops.iter().enumerate() {
-        if !distinct_plain(pred, test_of(pred, id)?, &ops[..i]) {
-            return None;
-        }
-    }
-    Some((buf, n))
-}
-
-/// The program of a chain ([`chain_tests`]), as `run` would make and lay it out, without its
-/// graphs and blocks: the tests' blocks in order (a set test is its `jeq`s, a range its `jge`
-/// and `jgt`), each true exit the next test, each false exit the rejecting return; then the
-/// returns, in the order the layout's search first reaches them — accept first unless every
-/// test is a jump with swapped exits (whose false successor, searched first, is the next
-/// test). No two blocks of a chain are alike, so none is shared (the accepting and rejecting
-/// returns are, when the snap length is 0: left to `run`).
-fn chain_program(pred: &Pred, snaplen: u32) -> Option<Program> {
+/// The program of a predicate that is a tree of `and`, `or` and `not` over tests of distinct
+/// fields (under distinct masks), as `run` makes and lays it out, without its graphs and
+/// blocks. For such a tree the walk keeps every test (none can decide another: each field is
+/// tested once), merges no run of junctions (they would share a leading test) and regroups
+/// nothing: the decision graph is `build`'s of the tree itself, one node per leaf. That graph
+/// has a path through all leaves in order (the last leaf of an operand exits to the first of
+/// the next), so its only topological order — the layout's reverse post-order — is the leaves'
+/// order, each leaf's blocks in a row (a set test's `jeq`s, a range's `jge` and `jgt`). The
+/// returns follow, the one the layout's search reaches first (following false exits from the
+/// root) last. The layout shares identical blocks: no two of a tree's are, but its returns
+/// are at snap length 0; then, and where a jump would be longer than 255, this gives `None`
+/// and `run` lays the program out.
+fn tree_program(pred: &Pred, snaplen: u32) -> Option<Program> {
     if snaplen == 0 {
         return None;
     }
-    let (ids, n) = chain_tests(pred)?;
-    // One pass: each test's statements and jumps, a jump to the next test by its offset, to a
-    // return by a placeholder fixed once the body's length is known.
-    const TO_REJECT: u8 = 0xff;
-    const TO_ACCEPT: u8 = 0xfe;
+    let mut lv = Leaves {
+        ids: [NodeId(0); SMALL],
+        exits: [(0, 0); SMALL],
+        n: 0,
+        visits: 0,
+    };
+    let root = leaves(pred, &mut lv, pred.root(), TO_ACCEPT, TO_REJECT)?;
+    let n = lv.n;
+    // Leaf `i` from the left is leaf `n - 1 - i` from the right: the root is leaf 0.
+    let left = |r: u8| {
+        if r >= LEAF {
+            LEAF + (n - 1 - usize::from(r - LEAF)) as u8
+        } else {
+            r
+        }
+    };
+    if left(root) != LEAF {
+        return None;
+    }
+    let mut tests: [Option<&Test>; SMALL] = [None; SMALL];
+    let mut exits = [(0u8, 0u8); SMALL];
+    for i in 0..n {
+        let t = test_of(pred, lv.ids[n - 1 - i])?;
+        if !distinct_plain(t, &tests[..i]) {
+            return None;
+        }
+        tests[i] = Some(t);
+        let (t, f) = lv.exits[n - 1 - i];
+        exits[i] = (left(t), left(f));
+    }
+    // What A and X hold on entry to each leaf: the meet over its predecessors, which come
+    // before it (`met`: the leaves with one; leaf 0, the root, holds nothing known). Plain
+    // arrays and a bit set: an array of `Option<Holds>` updated in place stalled on
+    // store forwarding.
+    let mut ha = [Holds::Unknown; SMALL];
+    let mut hx = [Holds::Unknown; SMALL];
+    let mut met: u32 = 1;
     let mut out: Vec<Insn> = Vec::with_capacity(4 * n + 2);
-    let (mut ain, mut xin) = (Holds::Unknown, Holds::Unknown);
-    let mut all_swapped = true;
-    for (i, &id) in ids[..n].iter().enumerate() {
-        let (br, aout, xout) = plan_test(test_of(pred, id)?, ain, xin, &mut out);
-        (ain, xin) = (aout, xout);
-        all_swapped &= matches!(br, Br::Jump(_, _, true));
-        let size = match br {
-            Br::Jump(..) => 1,
-            Br::OneOf(vs) => vs.len(),
-            Br::Range(..) => 2,
+    // Per leaf: its first instruction and its first jump (index into `jumps`).
+    let mut entry = [(0u16, 0u8); SMALL];
+    // Per jump: its instruction, its exits, and its block's statements (start, count).
+    let mut jumps = [Jump::default(); TREE_JUMPS];
+    let mut nj = 0;
+    /// A jump with its exits.
+    fn push(
+        jumps: &mut [Jump; TREE_JUMPS],
+        nj: &mut usize,
+        out: &mut Vec<Insn>,
+        insn: Insn,
+        (jt, jf): (u8, u8),
+    ) -> Option<()> {
+        *jumps.get_mut(*nj)? = Jump {
+            pc: out.len() as u16,
+            jt,
+            jf,
         };
-        // The true exit from the `j`th jump of the branch: past the branch's other jumps.
-        let last = i + 1 == n;
-        let t = |j: usize| -> Option<u8> {
-            if last {
-                Some(TO_ACCEPT)
-            } else {
-                u8::try_from(size - 1 - j).ok().filter(|&r| r < TO_ACCEPT)
+        *nj += 1;
+        out.push(insn);
+        Some(())
+    }
+    for i in 0..n {
+        if met & (1 << i) == 0 {
+            return None;
+        }
+        let (ain, xin) = (ha[i], hx[i]);
+        let start = out.len();
+        if start > usize::from(u16::MAX) - 256 {
+            return None;
+        }
+        entry[i] = (start as u16, nj as u8);
+        let (br, aout, xout) = plan_test(tests[i]?, ain, xin, &mut out);
+        let (t, f) = exits[i];
+        for succ in [t, f] {
+            if succ >= LEAF {
+                let j = usize::from(succ - LEAF);
+                if met & (1 << j) == 0 {
+                    met |= 1 << j;
+                    (ha[j], hx[j]) = (aout, xout);
+                } else {
+                    if ha[j] != aout {
+                        ha[j] = Holds::Unknown;
+                    }
+                    if hx[j] != xout {
+                        hx[j] = Holds::Unknown;
+                    }
+                }
             }
-        };
+        }
         match br {
             Br::Jump(code, k, swap) => {
-                let (jt, jf) = if swap {
-                    (TO_REJECT, t(0)?)
-                } else {
-                    (t(0)?, TO_REJECT)
-                };
-                out.push(Insn::jump(code, k, jt, jf));
+                let (jt, jf) = if swap { (f, t) } else { (t, f) };
+                let insn = Insn::jump(code, k, 0, 0);
+                push(&mut jumps, &mut nj, &mut out, insn, (jt, jf))?;
             }
             Br::OneOf(vs) => {
                 for (j, &v) in vs.iter().enumerate() {
-                    let jf = if j + 1 < vs.len() { 0 } else { TO_REJECT };
-                    out.push(Insn::jump(JMP | JEQ | K, v, t(j)?, jf));
+                    let jf = if j + 1 < vs.len() { TO_NEXT } else { f };
+                    let insn = Insn::jump(JMP | JEQ | K, v, 0, 0);
+                    push(&mut jumps, &mut nj, &mut out, insn, (t, jf))?;
                 }
             }
             Br::Range(lo, hi) => {
-                out.push(Insn::jump(JMP | JGE | K, lo, 0, TO_REJECT));
-                out.push(Insn::jump(JMP | JGT | K, hi, TO_REJECT, t(1)?));
+                let lower = Insn::jump(JMP | JGE | K, lo, 0, 0);
+                push(&mut jumps, &mut nj, &mut out, lower, (TO_NEXT, f))?;
+                let upper = Insn::jump(JMP | JGT | K, hi, 0, 0);
+                push(&mut jumps, &mut nj, &mut out, upper, (f, t))?;
             }
         }
     }
-    // The returns, in the order the layout's search first reaches them.
+    // No two blocks are alike, so the layout shares none: a leaf's exits are leaves after it
+    // (or returns), one of them the next leaf, so two leaves never have the same exits; and
+    // the blocks of one leaf differ in their code or their false exit.
+    let jumps = &jumps[..nj];
+    // The return the layout's search reaches first: false exits from the root.
+    let mut j = 0;
+    let first_reached = loop {
+        j = match jumps[j].jf {
+            TO_NEXT => j + 1,
+            r if r >= LEAF => usize::from(entry[usize::from(r - LEAF)].1),
+            r => break r,
+        };
+    };
     let body = out.len();
-    let (accept, reject) = if all_swapped {
+    let (accept, reject) = if first_reached == TO_ACCEPT {
         (body + 1, body)
     } else {
         (body, body + 1)
     };
-    for (pc, insn) in out.iter_mut().enumerate() {
-        if insn.code & 0x07 != JMP {
-            continue;
-        }
-        let fix = |r: u8| -> Option<u8> {
-            let to = match r {
-                TO_REJECT => reject,
+    for &Jump { pc, jt, jf, .. } in jumps {
+        let pc = usize::from(pc);
+        let rel = |to: u8| -> Option<u8> {
+            let target = match to {
                 TO_ACCEPT => accept,
-                r => return Some(r),
+                TO_REJECT => reject,
+                TO_NEXT => pc + 1,
+                leaf => usize::from(entry[usize::from(leaf - LEAF)].0),
             };
-            u8::try_from(to - (pc + 1)).ok()
+            u8::try_from(target.checked_sub(pc + 1)?).ok()
         };
-        insn.jt = fix(insn.jt)?;
-        insn.jf = fix(insn.jf)?;
+        out[pc].jt = rel(jt)?;
+        out[pc].jf = rel(jf)?;
     }
-    let rets = if all_swapped {
+    let rets = if first_reached == TO_ACCEPT {
         [0, snaplen]
     } else {
         [snaplen, 0]
@@ -1251,11 +1277,13 @@ mod tests {
         }
     }
 
-    /// The chain path gives what the general tier-0 path gives, on conjunctions of single
-    /// tests of every kind (equality, masks, sets, ranges, bit tests, relations, exits swapped
-    /// or not), including ones it refuses (repeated fields).
+    /// The tree path gives what the walk gives, instruction for instruction, on random
+    /// `and`/`or`/`not` combinations of single tests of every kind (equality, masks, sets,
+    /// ranges, bit tests, relations, exits swapped or not), including ones it refuses
+    /// (repeated fields, blocks the layout would share) — and at snap length 0, where the
+    /// returns are alike.
     #[test]
-    fn chains_are_laid_out_as_the_graph_path_lays_them_out() {
+    fn trees_are_laid_out_as_the_walk_lays_them_out() {
         let atoms = [
             "ip",
             "arp",
@@ -1266,75 +1294,43 @@ mod tests {
             "ether[4] > 7",
             "ether[5] >= 9",
             "ether[6:2] > 5 and ether[6:2] < 100",
+            "ether[26:2] > 5 and ether[26:2] < 100",
             "(ether[8] = 1 or ether[8] = 3 or ether[8] = 7)",
+            "(ether[9] = 1 or ether[9] = 3)",
             "len > 100",
             "ether[10:4] = 0x01020304",
             "ether[10:4] & 0xffff0000 = 0x01020000",
             "ether[14] & 0x80 = 0x80",
+            // A field read whole after a bit test of it: no statements of its own.
+            "ether[20:2] & 0x100 != 0 and ether[20:2] = 0x800",
+            "ether[20:2] = 7",
             "ip[9] != 6",
             "not ether[15] = 2",
-        ];
-        let (mut taken, mut x) = (0, 0x9e37_79b9_u64);
-        for _ in 0..4000 {
-            let mut parts = Vec::new();
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            for i in 0..1 + x % 5 {
-                parts.push(atoms[((x >> (8 * i + 3)) % atoms.len() as u64) as usize]);
-            }
-            let e = parts.join(" and ");
-            let p = pred(&e);
-            let Some(chain) = chain_program(&p, 262_144) else {
-                continue;
-            };
-            taken += 1;
-            let general = run(&p, 262_144, &mut Scratch::default());
-            assert_eq!(
-                Some(chain.insns()),
-                general.as_ref().map(|g| g.insns()),
-                "{e}"
-            );
-        }
-        assert!(taken > 1000, "{taken}");
-    }
-
-    /// Trees of distinct fields: the graph made from the predicate itself is the walk's, on
-    /// random and/or/not combinations of single tests.
-    #[test]
-    fn trees_are_the_walks_graphs() {
-        let atoms = [
-            "ip",
-            "ether[0] = 1",
-            "ether[1] & 0xf0 = 0x40",
-            "ether[2] & 4 != 0",
-            "ether[3] & 4 = 0",
-            "ether[4] > 7",
-            "ether[6:2] > 5 and ether[6:2] < 100",
-            "(ether[8] = 1 or ether[8] = 3)",
-            "len > 100",
-            "ether[10:4] = 0x01020304",
-            "ether[14] & 0x80 = 0x80",
-            "ip[9] != 6",
             "ether[16] = 9",
             "ip src net 10.0.0.0/8",
             "ip dst host 10.1.2.3",
+            "tcp port 80",
         ];
-        let (mut taken, mut x) = (0, 0x2545_f491_u64);
+        let (mut taken, mut shapes, mut x) = (0, 0, 0x2545_f491_u64);
         let mut next = || {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             x
         };
-        for _ in 0..4000 {
-            // A random expression over up to six atoms: `(a op b) op not (c op d) …`.
+        for round in 0..8000 {
+            // A random expression over up to six atoms: `(a op b) op not (c op d) …`; every
+            // other one a conjunction (a chain).
             let n = 1 + next() % 6;
             let mut e = String::new();
             for i in 0..n {
                 let r = next();
                 if i > 0 {
-                    e.push_str(if r % 2 == 0 { " and " } else { " or " });
+                    e.push_str(if round % 2 == 0 || r % 2 == 0 {
+                        " and "
+                    } else {
+                        " or "
+                    });
                 }
                 if r % 5 == 0 {
                     e.push_str("not ");
@@ -1349,19 +1345,35 @@ mod tests {
                 }
             }
             let p = pred(&e);
-            let mut sc = Scratch::default();
-            if tree(&p, &mut sc).is_none() {
-                continue;
+            for snaplen in [262_144, 0] {
+                let Some(fast) = tree_program(&p, snaplen) else {
+                    continue;
+                };
+                taken += 1;
+                shapes += usize::from(!matches!(p.node(p.root()), Node::Test(_) | Node::And(_)));
+                let walked = run(&p, snaplen, &mut Scratch::default());
+                assert_eq!(
+                    Some(fast.insns()),
+                    walked.as_ref().map(|g| g.insns()),
+                    "{e} (snap length {snaplen})"
+                );
             }
-            let fast = run_with(&p, 262_144, &mut Scratch::default(), true);
-            taken += usize::from(fast.is_some());
-            let walked = run_with(&p, 262_144, &mut Scratch::default(), false);
-            assert_eq!(
-                fast.as_ref().map(|g| g.insns()),
-                walked.as_ref().map(|g| g.insns()),
-                "{e}"
-            );
         }
-        assert!(taken > 1000, "{taken}");
+        assert!(taken > 2000 && shapes > 600, "{taken} {shapes}");
+    }
+
+    /// At snap length 0 the returns are alike and the layout shares them: the tree path
+    /// refuses, and the walk lays the program out.
+    #[test]
+    fn the_tree_path_refuses_alike_returns() {
+        for e in [
+            "ip src net 192.168.2.0/24 and dst net 10.0.0.0/8",
+            "ip src or dst net 192.168.2.0/24",
+        ] {
+            let p = pred(e);
+            assert!(tree_program(&p, 262_144).is_some(), "{e}");
+            assert!(tree_program(&p, 0).is_none(), "{e}");
+            assert!(run(&p, 0, &mut Scratch::default()).is_some(), "{e}");
+        }
     }
 }
