@@ -84,7 +84,7 @@ impl CompileArgs {
 }
 
 /// Parse, or fail with the rendered error.
-pub fn parse_or_report(text: &str) -> Result<Option<lang::ast::Expr>> {
+pub fn parse_or_report(text: &str) -> Result<Option<lang::ast::Expr<'_>>> {
     lang::parse(text).map_err(|e| anyhow!("{e}"))
 }
 

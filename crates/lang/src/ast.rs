@@ -152,36 +152,36 @@ pub enum Inherited {
     Undefined,
 }
 
-/// The value of a primitive, as written.
+/// The value of a primitive, as written (borrowed from the source: parsing copies no text).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Value {
+pub enum Value<'a> {
     /// A number (`80`, `0x50`, `tcp-syn`).
     Num(u32),
     /// A name (`www.example.com`, `http`, `1-1024`, or an escaped keyword such as `\tcp`).
-    Name(String),
+    Name(&'a str),
     /// A dotted IPv4 address of 2 to 4 parts.
-    Ipv4(String),
+    Ipv4(&'a str),
     /// `a.b.c.d/len`.
-    Ipv4Prefix(String, u32),
+    Ipv4Prefix(&'a str, u32),
     /// `a.b.c.d mask m.m.m.m`.
-    Ipv4Mask(String, String),
+    Ipv4Mask(&'a str, &'a str),
     /// An IPv6 address.
-    Ipv6(String),
+    Ipv6(&'a str),
     /// `ipv6/len`.
-    Ipv6Prefix(String, u32),
+    Ipv6Prefix(&'a str, u32),
     /// A MAC address.
-    Mac(String),
+    Mac(&'a str),
     /// An ARCnet address (`$1f`).
-    Arcnet(String),
+    Arcnet(&'a str),
 }
 
 /// One qualified value: `tcp dst port 80`, `host 198.18.0.1`, or an inherited `81`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Primitive {
+pub struct Primitive<'a> {
     /// The qualifiers (written or inherited).
     pub qual: Inherited,
     /// The value.
-    pub value: Value,
+    pub value: Value<'a>,
     /// Span of the value token(s).
     pub value_span: Span,
 }
@@ -261,7 +261,7 @@ pub enum ByteOp {
 
 /// The keyword primitives that are neither qualified values nor relations.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Other {
+pub enum Other<'a> {
     /// `[proto] broadcast`.
     Broadcast(Option<Proto>),
     /// `[proto] multicast`.
@@ -289,7 +289,7 @@ pub enum Other {
     /// `geneve [VNI]`.
     Geneve(Option<u32>),
     /// `llc [KIND]` (`i`, `s`, `u` or an S/U subtype name).
-    Llc(Option<String>),
+    Llc(Option<&'a str>),
     /// A keyword that only exists for other link types (802.11 `type`/`dir`, ATM, MTP, PF
     /// log); lowering reports that it is not supported here.
     Unsupported(&'static str),
@@ -297,28 +297,28 @@ pub enum Other {
 
 /// A boolean filter expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Expr {
+pub struct Expr<'a> {
     /// What it is.
-    pub kind: ExprKind,
+    pub kind: ExprKind<'a>,
     /// The text it came from.
     pub span: Span,
 }
 
 /// The kinds of boolean expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ExprKind {
+pub enum ExprKind<'a> {
     /// `a and b` (`&&`).
-    And(Box<Expr>, Box<Expr>),
+    And(Box<Expr<'a>>, Box<Expr<'a>>),
     /// `a or b` (`||`).
-    Or(Box<Expr>, Box<Expr>),
+    Or(Box<Expr<'a>>, Box<Expr<'a>>),
     /// `not a` (`!`).
-    Not(Box<Expr>),
+    Not(Box<Expr<'a>>),
     /// A qualified value.
-    Primitive(Primitive),
+    Primitive(Primitive<'a>),
     /// A bare protocol name: `tcp`, `ip6`, `l1`….
     Proto(Proto),
     /// `a relop b`.
     Relation(RelOp, Arith, Arith),
     /// A keyword primitive.
-    Other(Other),
+    Other(Other<'a>),
 }

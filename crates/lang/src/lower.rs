@@ -186,7 +186,7 @@ enum PortProto {
 }
 
 /// Lower `expr` (the parse of `src`) for `ctx`.
-pub fn lower(expr: Option<&Expr>, src: &str, ctx: &Context) -> Result<Pred, Error> {
+pub fn lower(expr: Option<&Expr<'_>>, src: &str, ctx: &Context) -> Result<Pred, Error> {
     let lt = supported(ctx, src)?;
     let exact = expr.is_some_and(has_acc_op);
     let mut l = Lower::new(lt, ctx, src, exact);
@@ -241,7 +241,7 @@ fn fixed(field: &Field) -> bool {
 }
 
 /// Whether the expression contains `byte N & V` or `byte N | V`, which read the accumulator.
-fn has_acc_op(e: &Expr) -> bool {
+fn has_acc_op(e: &Expr<'_>) -> bool {
     match &e.kind {
         ExprKind::And(a, b) | ExprKind::Or(a, b) => has_acc_op(a) || has_acc_op(b),
         ExprKind::Not(a) => has_acc_op(a),
@@ -360,7 +360,7 @@ impl<'a> Lower<'a> {
     // ---------------------------------------------------------------------------------------
     // Boolean structure
 
-    fn expr(&mut self, e: &Expr) -> R<NodeId> {
+    fn expr(&mut self, e: &Expr<'_>) -> R<NodeId> {
         match &e.kind {
             ExprKind::And(..) | ExprKind::Or(..) => {
                 // A chain `a and b and c …` (the parser nests it to the left) is lowered left
@@ -992,7 +992,7 @@ impl<'a> Lower<'a> {
     // ---------------------------------------------------------------------------------------
     // Qualified values
 
-    fn primitive(&mut self, p: &ast::Primitive) -> R<NodeId> {
+    fn primitive(&mut self, p: &ast::Primitive<'_>) -> R<NodeId> {
         let Inherited::Qual(q) = p.qual else {
             return self.err_at(
                 "syntax error in filter expression: this value has no qualifier to inherit \
@@ -1972,7 +1972,7 @@ impl<'a> Lower<'a> {
     // ---------------------------------------------------------------------------------------
     // Keyword primitives
 
-    fn other(&mut self, o: &Other) -> R<NodeId> {
+    fn other(&mut self, o: &Other<'_>) -> R<NodeId> {
         use Proto as P;
         match *o {
             Other::Broadcast(p) => match p {

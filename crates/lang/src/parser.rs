@@ -22,7 +22,7 @@ use crate::span::{Error, ErrorKind, Span};
 pub const MAX_DEPTH: usize = 256;
 
 /// Parse `src`. `Ok(None)` is the empty expression (accept every packet).
-pub fn parse(src: &str) -> Result<Option<Expr>, Error> {
+pub fn parse(src: &str) -> Result<Option<Expr<'_>>, Error> {
     // The token vector is kept per thread between parses (its allocation was a tenth of
     // compiling `ip`).
     thread_local! {
@@ -272,7 +272,7 @@ impl<'a> Parser<'a> {
 
     /// `expr: term | expr (and|or) (term|id)`; returns the expression and the qualifiers it
     /// passes on.
-    fn expr(&mut self, q: Inherited) -> PResult<(Expr, Inherited)> {
+    fn expr(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
         self.enter()?;
         let (mut e, mut q) = self.term(q)?;
         loop {
@@ -324,7 +324,7 @@ impl<'a> Parser<'a> {
     }
 
     /// After `and`/`or`: a bare value (inheriting `q`) or a term.
-    fn term_or_id(&mut self, q: Inherited) -> PResult<(Expr, Inherited)> {
+    fn term_or_id(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
         if self.starts_id(0) {
             let e = self.id(q)?;
             Ok((e, q))
@@ -347,7 +347,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `term: not term | rterm`.
-    fn term(&mut self, q: Inherited) -> PResult<(Expr, Inherited)> {
+    fn term(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
         if self.peek().is_some_and(is_not) {
             self.enter()?;
             let start = self.bump();
@@ -365,7 +365,7 @@ impl<'a> Parser<'a> {
         self.rterm(q)
     }
 
-    fn rterm(&mut self, q: Inherited) -> PResult<(Expr, Inherited)> {
+    fn rterm(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
         let start = self.span_here();
         let Some(t) = self.peek().copied() else {
             return Err(self.unexpected());
@@ -457,14 +457,14 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn other(&self, o: Other, span: Span) -> Expr {
+    fn other(&self, o: Other<'a>, span: Span) -> Expr<'a> {
         Expr {
             kind: ExprKind::Other(o),
             span,
         }
     }
 
-    fn paren_expr(&mut self, q: Inherited) -> PResult<(Expr, Inherited)> {
+    fn paren_expr(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
         self.enter()?;
         let open = self.bump();
         let (mut e, _) = self.expr(q)?;
@@ -476,7 +476,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `head id` with the protocol qualifier (if any) already consumed.
-    fn head_id(&mut self, proto: Option<Proto>, start: Span) -> PResult<(Expr, Inherited)> {
+    fn head_id(&mut self, proto: Option<Proto>, start: Span) -> PResult<(Expr<'a>, Inherited)> {
         let mut qual = Qual {
             proto,
             dir: None,
@@ -555,7 +555,7 @@ impl<'a> Parser<'a> {
 
     /// An `id`: a value inheriting `q`, `not id`, or a parenthesised list of ids joined by
     /// `and`/`or`.
-    fn id(&mut self, q: Inherited) -> PResult<Expr> {
+    fn id(&mut self, q: Inherited) -> PResult<Expr<'a>> {
         self.enter()?;
         let start = self.span_here();
         let r = match self.peek().copied() {
@@ -596,7 +596,7 @@ impl<'a> Parser<'a> {
     }
 
     /// One value token (with its `/len` or `mask M`).
-    fn value(&mut self, q: Inherited) -> PResult<Expr> {
+    fn value(&mut self, q: Inherited) -> PResult<Expr<'a>> {
         let start = self.span_here();
         let value = match self.peek().copied() {
             Some(Tok::Num(n)) => {
@@ -604,12 +604,12 @@ impl<'a> Parser<'a> {
                 Value::Num(n)
             }
             Some(Tok::Id) => {
-                let s = self.text().to_owned();
+                let s = self.text();
                 self.bump();
                 Value::Name(s)
             }
             Some(Tok::Hid) => {
-                let s = self.text().to_owned();
+                let s = self.text();
                 self.bump();
                 if self.eat(&Tok::Op(Op::Slash)) {
                     match self.peek().copied() {
@@ -622,7 +622,7 @@ impl<'a> Parser<'a> {
                 } else if self.eat(&Tok::Kw(Kw::Mask)) {
                     match self.peek().copied() {
                         Some(Tok::Hid) => {
-                            let m = self.text().to_owned();
+                            let m = self.text();
                             self.bump();
                             Value::Ipv4Mask(s, m)
                         }
@@ -633,7 +633,7 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(Tok::Hid6) => {
-                let s = self.text().to_owned();
+                let s = self.text();
                 self.bump();
                 if self.eat(&Tok::Op(Op::Slash)) {
                     match self.peek().copied() {
@@ -648,12 +648,12 @@ impl<'a> Parser<'a> {
                 }
             }
             Some(Tok::Eid) => {
-                let s = self.text().to_owned();
+                let s = self.text();
                 self.bump();
                 Value::Mac(s)
             }
             Some(Tok::Aid) => {
-                let s = self.text().to_owned();
+                let s = self.text();
                 self.bump();
                 Value::Arcnet(s)
             }
@@ -671,7 +671,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `arth relop arth`.
-    fn relation(&mut self) -> PResult<Expr> {
+    fn relation(&mut self) -> PResult<Expr<'a>> {
         let lhs = self.arith()?;
         let Some(op) = self.peek().and_then(rel_op) else {
             return Err(match self.peek() {
@@ -834,7 +834,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn keyword_primitive(&mut self, k: Kw) -> PResult<Expr> {
+    fn keyword_primitive(&mut self, k: Kw) -> PResult<Expr<'a>> {
         let start = self.bump();
         let o = match k {
             Kw::Broadcast => Other::Broadcast(None),
@@ -870,13 +870,13 @@ impl<'a> Parser<'a> {
             Kw::Geneve => Other::Geneve(self.optional_pnum()?),
             Kw::Llc => match self.peek().copied() {
                 Some(Tok::Id) => {
-                    let s = self.text().to_owned();
+                    let s = self.text();
                     self.bump();
                     Other::Llc(Some(s))
                 }
                 Some(Tok::Kw(Kw::PfRnr)) => {
                     self.bump();
-                    Other::Llc(Some("rnr".into()))
+                    Other::Llc(Some("rnr"))
                 }
                 _ => Other::Llc(None),
             },
@@ -991,7 +991,7 @@ impl<'a> Parser<'a> {
 mod tests {
     use super::*;
 
-    fn show(e: &Expr) -> String {
+    fn show(e: &Expr<'_>) -> String {
         match &e.kind {
             ExprKind::And(a, b) => format!("({} and {})", show(a), show(b)),
             ExprKind::Or(a, b) => format!("({} or {})", show(a), show(b)),
