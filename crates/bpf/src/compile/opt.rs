@@ -1675,7 +1675,7 @@ pub(super) fn plan_test<'a>(
     ain: Holds,
     xin: Holds,
     stmts: &mut Vec<Insn>,
-) -> (Br<'a>, Holds, Holds) {
+) -> (Br<'a>, AOut, Holds) {
     let masked = t.mask != u32::MAX;
     // Variants first: A mostly holds nothing known, and comparing fields costs more.
     let has_masked = masked && matches!(ain, Holds::Masked(f, m) if m == t.mask && f == t.field);
@@ -1721,25 +1721,38 @@ pub(super) fn plan_test<'a>(
         }
     }
     let (br, aout) = if has_masked {
-        (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
+        (Br::of(&t.cmp, u32::MAX), AOut::Masked)
     } else if masked && t.cmp == Cmp::Eq(0) {
         // `and #m; jeq #0` is `jset #m` with the exits swapped; A keeps the field.
-        (
-            Br::Jump(JMP | JSET | K, t.mask, true),
-            Holds::Field(t.field),
-        )
+        (Br::Jump(JMP | JSET | K, t.mask, true), AOut::Field)
     } else if let (true, Cmp::Bits(b)) = (masked, &t.cmp) {
-        (
-            Br::Jump(JMP | JSET | K, b & t.mask, false),
-            Holds::Field(t.field),
-        )
+        (Br::Jump(JMP | JSET | K, b & t.mask, false), AOut::Field)
     } else if masked {
         stmts.push(Insn::stmt(ALU | AND | K, t.mask));
-        (Br::of(&t.cmp, u32::MAX), Holds::Masked(t.field, t.mask))
+        (Br::of(&t.cmp, u32::MAX), AOut::Masked)
     } else {
-        (Br::of(&t.cmp, u32::MAX), Holds::Field(t.field))
+        (Br::of(&t.cmp, u32::MAX), AOut::Field)
     };
     (br, aout, xout)
+}
+
+/// What A holds after a test's block: the test's field, whole or under the test's mask
+/// ([`plan_test`] gives this, not a [`Holds`]: building one there and copying it out stalled
+/// on store forwarding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AOut {
+    Field,
+    Masked,
+}
+
+impl AOut {
+    /// What A holds after a block testing `t`.
+    pub(super) fn holds(self, t: &Test) -> Holds {
+        match self {
+            AOut::Field => Holds::Field(t.field),
+            AOut::Masked => Holds::Masked(t.field, t.mask),
+        }
+    }
 }
 
 /// What a register holds at a block boundary.
@@ -2158,7 +2171,10 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
         );
         let mut stmts = Vec::new();
         let (br, aout, xout) = match &g.atoms[n.atom as usize] {
-            Atom::Test(t) => plan_test(t, ain, xin, &mut stmts),
+            Atom::Test(t) => {
+                let (br, aout, xout) = plan_test(t, ain, xin, &mut stmts);
+                (br, aout.holds(t), xout)
+            }
             Atom::Rel(a, op, b) => {
                 let (code, k) = vals.relation(a, *op, b, false, &mut stmts)?;
                 (Br::Jump(code, k, false), Holds::Unknown, Holds::Unknown)

@@ -30,7 +30,7 @@
 use netsift_lang::Pred;
 use netsift_lang::pred::{Cmp, Field, Node, NodeId, Test};
 
-use super::{Br, Holds, Know, max_value, plan_test, width_decides};
+use super::{AOut, Br, Holds, Know, max_value, plan_test, width_decides};
 use crate::insn::{Insn, Program, code::*};
 
 /// Most tests tier 0 takes on (more: the general optimiser).
@@ -827,6 +827,7 @@ fn run(pred: &Pred, snaplen: u32, sc: &mut Scratch) -> Option<Program> {
         let start = scratch.len();
         let test = test_of(pred, NodeId(node.test))?;
         let (br, aout, xout) = plan_test(test, ain, xin, &mut scratch);
+        let aout = aout.holds(test);
         let br = match br {
             Br::Jump(code, k, swap) => Branch::Jump(code, k, swap),
             Br::OneOf(_) => Branch::OneOf,
@@ -918,6 +919,25 @@ fn distinct_plain(t: &Test, before: &[Option<&Test>]) -> bool {
         && !before
             .iter()
             .any(|u| u.is_some_and(|u| u.mask == t.mask && u.field == t.field))
+}
+
+/// What X holds, as a number (`None`: A's states, which X never holds).
+fn x_code(x: Holds) -> Option<u64> {
+    Some(match x {
+        Holds::Unknown => 0,
+        Holds::Msh(nl) => 1 << 32 | u64::from(nl),
+        Holds::Reg(reg) => 2 << 32 | u64::from(reg),
+        Holds::Field(_) | Holds::Masked(..) => return None,
+    })
+}
+
+/// The state [`x_code`] numbered.
+fn x_holds(code: u64) -> Holds {
+    match code >> 32 {
+        1 => Holds::Msh(code as u32),
+        2 => Holds::Reg(code as u8),
+        _ => Holds::Unknown,
+    }
 }
 
 /// Exits in a tree ([`tree_program`]): the returns, the next instruction (within a leaf's
@@ -1040,12 +1060,24 @@ fn tree_program(pred: &Pred, snaplen: u32) -> Option<Program> {
         exits[i] = (left(t), left(f));
     }
     // What A and X hold on entry to each leaf: the meet over its predecessors, which come
-    // before it (`met`: the leaves with one; leaf 0, the root, holds nothing known). Plain
-    // arrays and a bit set: an array of `Option<Holds>` updated in place stalled on
-    // store forwarding.
-    let mut ha = [Holds::Unknown; SMALL];
-    let mut hx = [Holds::Unknown; SMALL];
-    let mut met: u32 = 1;
+    // before it — what its first predecessor left (`first`), or nothing known where another
+    // left something else (`mixed_a`, `mixed_x`); leaf 0, the root, has none and holds
+    // nothing known. What A holds after a leaf is its test's field (whole or masked), so
+    // the leaf and an `AOut` say it; X holds little (`xcode`). Small values: building whole
+    // `Holds` and copying them between arrays stalled on store forwarding.
+    const NONE: u8 = u8::MAX;
+    let mut aouts = [AOut::Field; SMALL];
+    let mut xouts = [0u64; SMALL];
+    let mut first = [NONE; SMALL];
+    let (mut mixed_a, mut mixed_x) = (0u32, 0u32);
+    // A after leaf `p` is A after leaf `i`.
+    let same_a = |p: usize, ap: AOut, i: usize, ai: AOut| -> bool {
+        let (tp, ti) = (tests[p], tests[i]);
+        ap == ai
+            && tp.zip(ti).is_some_and(|(tp, ti)| {
+                tp.field == ti.field && (ap == AOut::Field || tp.mask == ti.mask)
+            })
+    };
     let mut out: Vec<Insn> = Vec::with_capacity(4 * n + 2);
     // Per leaf: its first instruction and its first jump (index into `jumps`).
     let mut entry = [(0u16, 0u8); SMALL];
@@ -1070,29 +1102,45 @@ fn tree_program(pred: &Pred, snaplen: u32) -> Option<Program> {
         Some(())
     }
     for i in 0..n {
-        if met & (1 << i) == 0 {
-            return None;
-        }
-        let (ain, xin) = (ha[i], hx[i]);
+        let (ain, xin) = match first[i] {
+            NONE if i == 0 => (Holds::Unknown, Holds::Unknown),
+            NONE => return None,
+            p => {
+                let p = usize::from(p);
+                let a = match (mixed_a & (1 << i) != 0, tests[p]) {
+                    (false, Some(tp)) => aouts[p].holds(tp),
+                    _ => Holds::Unknown,
+                };
+                let x = if mixed_x & (1 << i) != 0 {
+                    Holds::Unknown
+                } else {
+                    x_holds(xouts[p])
+                };
+                (a, x)
+            }
+        };
         let start = out.len();
         if start > usize::from(u16::MAX) - 256 {
             return None;
         }
         entry[i] = (start as u16, nj as u8);
         let (br, aout, xout) = plan_test(tests[i]?, ain, xin, &mut out);
+        let xout = x_code(xout)?;
+        (aouts[i], xouts[i]) = (aout, xout);
         let (t, f) = exits[i];
         for succ in [t, f] {
             if succ >= LEAF {
                 let j = usize::from(succ - LEAF);
-                if met & (1 << j) == 0 {
-                    met |= 1 << j;
-                    (ha[j], hx[j]) = (aout, xout);
-                } else {
-                    if ha[j] != aout {
-                        ha[j] = Holds::Unknown;
-                    }
-                    if hx[j] != xout {
-                        hx[j] = Holds::Unknown;
+                match first[j] {
+                    NONE => first[j] = i as u8,
+                    p => {
+                        let p = usize::from(p);
+                        if !same_a(p, aouts[p], i, aout) {
+                            mixed_a |= 1 << j;
+                        }
+                        if xouts[p] != xout {
+                            mixed_x |= 1 << j;
+                        }
                     }
                 }
             }
