@@ -581,22 +581,27 @@ impl<'a> Lower<'a> {
     /// arm. libpcap's optimiser removes the same tests; the predicate is smaller for every
     /// engine and the optimiser has less to remove.
     fn linktype(&mut self, proto: u32) -> R<NodeId> {
-        // The Ethernet type test, decided before it is built (the common case: a type that
-        // `ether_linktype` tests with one comparison — not AppleTalk's and AARP's, which also
-        // take 802.3 SNAP frames).
-        if self.nknown > 0
-            && self.label_stack_depth == 0
-            && self.linktype == Lt::En10mb
-            && proto > et::MTU
-            && !matches!(proto, et::ATALK | et::AARP)
-        {
-            let f = self.lt_field();
-            if let Some(c) = self.known_eq(f, u32::MAX, proto) {
-                return Ok(c);
-            }
+        if let Some(known) = self.known_linktype(proto) {
+            return Ok(if known { self.tru() } else { self.fals() });
         }
         let id = self.linktype_test(proto)?;
         Ok(self.decided(id))
+    }
+
+    /// Whether the link-layer payload is of type `proto`, where the known tests decide it
+    /// before its test is built: an Ethernet type that `ether_linktype` tests with one
+    /// comparison (not AppleTalk's and AARP's, which also take 802.3 SNAP frames).
+    fn known_linktype(&self, proto: u32) -> Option<bool> {
+        if self.nknown == 0
+            || self.label_stack_depth > 0
+            || self.linktype != Lt::En10mb
+            || proto <= et::MTU
+            || matches!(proto, et::ATALK | et::AARP)
+        {
+            return None;
+        }
+        let f = self.lt_field();
+        self.known_value(f, u32::MAX).map(|v| v == proto)
     }
 
     /// After an operand of an `and` lowered to `id`: what it proves for the operands after it
@@ -646,11 +651,17 @@ impl<'a> Lower<'a> {
 
     /// The constant `field & mask == v` is where the known tests say what the field holds.
     fn known_eq(&mut self, field: Field, mask: u32, v: u32) -> Option<NodeId> {
-        let k = self.known[..self.nknown]
+        let known = self.known_value(field, mask)?;
+        Some(if known == v { self.tru() } else { self.fals() })
+    }
+
+    /// What the known tests say `field & mask` holds.
+    fn known_value(&self, field: Field, mask: u32) -> Option<u32> {
+        self.known[..self.nknown]
             .iter()
             .rev()
-            .find(|k| k.0 == field && k.1 == mask)?;
-        Some(if k.2 == v { self.tru() } else { self.fals() })
+            .find(|k| k.1 == mask && k.0 == field)
+            .map(|k| k.2)
     }
 
     fn linktype_test(&mut self, proto: u32) -> R<NodeId> {
@@ -1157,7 +1168,12 @@ impl<'a> Lower<'a> {
         match proto {
             None => {
                 let a = self.hostop(addr, mask, dir, et::IP, 12, 16)?;
-                if self.label_stack_depth > 0 {
+                // Under MPLS only IPv4; where the known tests rule out ARP and RARP (`ip src
+                // net A and dst net B`), their arms are false and `a or false` is `a`.
+                if self.label_stack_depth > 0
+                    || (self.known_linktype(et::ARP) == Some(false)
+                        && self.known_linktype(et::REVARP) == Some(false))
+                {
                     return Ok(a);
                 }
                 let b = self.hostop(addr, mask, dir, et::ARP, 14, 24)?;
@@ -1211,14 +1227,18 @@ impl<'a> Lower<'a> {
         {
             return self.dir_err_addr(d);
         }
-        let lt = self.linktype(ethertype)?;
-        if self.is_false(lt) {
-            return Ok(lt);
-        }
         let test = |l: &mut Self, off: u32| {
             let f = l.nl_field(off, 4);
             l.mcmp(f, mask, addr & mask)
         };
+        if self.known_linktype(ethertype) == Some(true) {
+            // `true and addrs` is `addrs`.
+            return Ok(self.directions(dir, src_off, dst_off, test));
+        }
+        let lt = self.linktype(ethertype)?;
+        if self.is_false(lt) {
+            return Ok(lt);
+        }
         if !self.folds() {
             // libpcap's shape: the link-type test in each direction's conjunction.
             return Ok(self.directions(dir, src_off, dst_off, |l, off| {
@@ -2602,6 +2622,13 @@ mod folding_tests {
                 "pkt[30:4] & 0xff000000 == 0xa000000"
             ]
         );
+        // The ARP and RARP arms are not even built: no constant stands for them (the nodes are
+        // the three tests, `ip src net A`'s conjunction and the whole one).
+        assert_eq!(p.nodes().len(), 5, "{:?}", p.nodes());
+        // The same for `host`, whatever the known type: ARP's arm is kept after `arp`.
+        let t = tests(&lower("arp and host 10.0.0.1", true));
+        assert!(t.iter().any(|t| t.contains("pkt[28:4]")), "{t:?}");
+        assert!(!t.iter().any(|t| t.contains("0x800")), "{t:?}");
         // Unoptimised, every test libpcap's code generator emits is kept.
         let p = lower("ip src net 192.168.2.0/24 and dst net 10.0.0.0/8", false);
         assert!(tests(&p).contains(&"pkt[12:2] == 0x806".to_owned()));

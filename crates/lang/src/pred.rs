@@ -805,7 +805,14 @@ impl Builder {
         match self.consts[usize::from(b)] {
             Some(id) => id,
             None => {
-                let id = self.intern(Node::Const(b));
+                // Only this function makes constants, once each: there is nothing to search
+                // for (the interning map, once there is one, takes the node in at the next
+                // search).
+                let n = Node::Const(b);
+                let hash = node_hash(&n);
+                let id = NodeId(self.nodes.len() as u32);
+                self.nodes.push(n);
+                self.hashes.push(hash);
                 self.consts[usize::from(b)] = Some(id);
                 id
             }
