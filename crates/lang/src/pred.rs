@@ -894,6 +894,26 @@ impl Builder {
             if self.nodes[a.0 as usize] == unit {
                 return b;
             }
+            // Two operands that are neither constants nor junctions of the same kind: nothing
+            // to flatten or fold, only the pair to merge — as `junction_all` makes it, without
+            // its scratch vector.
+            let plain = |n: &Node| match n {
+                Node::Const(_) => false,
+                Node::And(_) => !is_and,
+                Node::Or(_) => is_and,
+                _ => true,
+            };
+            if plain(&self.nodes[a.0 as usize]) && plain(&self.nodes[b.0 as usize]) {
+                if let Some(m) = self.merge_pair(is_and, a, b) {
+                    return m;
+                }
+                let ops = Ops::new(&[a, b]);
+                return self.intern(if is_and {
+                    Node::And(ops)
+                } else {
+                    Node::Or(ops)
+                });
+            }
         }
         self.junction_all(is_and, &[a, b])
     }
@@ -1002,7 +1022,7 @@ impl Builder {
         } else {
             test_of(nb)?
         };
-        if (t1.field, t1.mask, t1.relation) != (t2.field, t2.mask, t2.relation) {
+        if t1.mask != t2.mask || t1.relation != t2.relation || t1.field != t2.field {
             return None;
         }
         let (ta, tb) = (self.node(a).clone(), self.node(b).clone());
