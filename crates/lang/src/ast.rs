@@ -307,10 +307,10 @@ pub struct Expr<'a> {
 /// The kinds of boolean expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExprKind<'a> {
-    /// `a and b` (`&&`).
-    And(Box<Expr<'a>>, Box<Expr<'a>>),
+    /// `a and b` (`&&`); both operands in one allocation.
+    And(Box<[Expr<'a>; 2]>),
     /// `a or b` (`||`).
-    Or(Box<Expr<'a>>, Box<Expr<'a>>),
+    Or(Box<[Expr<'a>; 2]>),
     /// `not a` (`!`).
     Not(Box<Expr<'a>>),
     /// A qualified value.

@@ -243,7 +243,7 @@ fn fixed(field: &Field) -> bool {
 /// Whether the expression contains `byte N & V` or `byte N | V`, which read the accumulator.
 fn has_acc_op(e: &Expr<'_>) -> bool {
     match &e.kind {
-        ExprKind::And(a, b) | ExprKind::Or(a, b) => has_acc_op(a) || has_acc_op(b),
+        ExprKind::And(ab) | ExprKind::Or(ab) => ab.iter().any(has_acc_op),
         ExprKind::Not(a) => has_acc_op(a),
         ExprKind::Other(Other::Byte(_, ByteOp::And | ByteOp::Or, _)) => true,
         _ => false,
@@ -370,13 +370,13 @@ impl<'a> Lower<'a> {
                 let mut cur = e;
                 loop {
                     match &cur.kind {
-                        ExprKind::And(a, b) if is_and => {
-                            chain.push(&**b);
-                            cur = a;
+                        ExprKind::And(ab) if is_and => {
+                            chain.push(&ab[1]);
+                            cur = &ab[0];
                         }
-                        ExprKind::Or(a, b) if !is_and => {
-                            chain.push(&**b);
-                            cur = a;
+                        ExprKind::Or(ab) if !is_and => {
+                            chain.push(&ab[1]);
+                            cur = &ab[0];
                         }
                         _ => {
                             chain.push(cur);
@@ -592,16 +592,18 @@ impl<'a> Lower<'a> {
     /// before its test is built: an Ethernet type that `ether_linktype` tests with one
     /// comparison (not AppleTalk's and AARP's, which also take 802.3 SNAP frames).
     fn known_linktype(&self, proto: u32) -> Option<bool> {
-        if self.nknown == 0
-            || self.label_stack_depth > 0
-            || self.linktype != Lt::En10mb
-            || proto <= et::MTU
-            || matches!(proto, et::ATALK | et::AARP)
-        {
+        if proto <= et::MTU || matches!(proto, et::ATALK | et::AARP) {
             return None;
         }
-        let f = self.lt_field();
-        self.known_value(f, u32::MAX).map(|v| v == proto)
+        self.known_ethertype().map(|v| v == proto)
+    }
+
+    /// The Ethernet type the known tests say the frame has (outside MPLS).
+    fn known_ethertype(&self) -> Option<u32> {
+        if self.nknown == 0 || self.label_stack_depth > 0 || self.linktype != Lt::En10mb {
+            return None;
+        }
+        self.known_value(self.lt_field(), u32::MAX)
     }
 
     /// After an operand of an `and` lowered to `id`: what it proves for the operands after it
@@ -1171,8 +1173,9 @@ impl<'a> Lower<'a> {
                 // Under MPLS only IPv4; where the known tests rule out ARP and RARP (`ip src
                 // net A and dst net B`), their arms are false and `a or false` is `a`.
                 if self.label_stack_depth > 0
-                    || (self.known_linktype(et::ARP) == Some(false)
-                        && self.known_linktype(et::REVARP) == Some(false))
+                    || self
+                        .known_ethertype()
+                        .is_some_and(|v| v != et::ARP && v != et::REVARP)
                 {
                     return Ok(a);
                 }

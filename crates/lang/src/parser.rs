@@ -285,9 +285,9 @@ impl<'a> Parser<'a> {
             let (rhs, q2) = self.term_or_id(q)?;
             let span = e.span.to(rhs.span);
             let kind = if is_and {
-                ExprKind::And(Box::new(e), Box::new(rhs))
+                ExprKind::And(Box::new([e, rhs]))
             } else {
-                ExprKind::Or(Box::new(e), Box::new(rhs))
+                ExprKind::Or(Box::new([e, rhs]))
             };
             e = Expr { kind, span };
             q = q2;
@@ -577,9 +577,9 @@ impl<'a> Parser<'a> {
                     let span = e.span.to(rhs.span);
                     e = Expr {
                         kind: if k == Kw::And {
-                            ExprKind::And(Box::new(e), Box::new(rhs))
+                            ExprKind::And(Box::new([e, rhs]))
                         } else {
-                            ExprKind::Or(Box::new(e), Box::new(rhs))
+                            ExprKind::Or(Box::new([e, rhs]))
                         },
                         span,
                     };
@@ -993,8 +993,8 @@ mod tests {
 
     fn show(e: &Expr<'_>) -> String {
         match &e.kind {
-            ExprKind::And(a, b) => format!("({} and {})", show(a), show(b)),
-            ExprKind::Or(a, b) => format!("({} or {})", show(a), show(b)),
+            ExprKind::And(ab) => format!("({} and {})", show(&ab[0]), show(&ab[1])),
+            ExprKind::Or(ab) => format!("({} or {})", show(&ab[0]), show(&ab[1])),
             ExprKind::Not(a) => format!("not {}", show(a)),
             ExprKind::Primitive(p) => {
                 let q = match p.qual {
