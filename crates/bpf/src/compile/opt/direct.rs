@@ -20,6 +20,10 @@
 //!    identical blocks shared) — on per-thread vectors instead of the general optimiser's
 //!    hash-consed graphs, interned fact sets and control-flow graph.
 //!
+//! Before the walk, a predicate that is a tree of `and`, `or` and `not` over tests of distinct
+//! fields (one test and chains included) gets its program in one pass, without graphs or a
+//! layout search ([`tree_program`]): that is what the steps above would make of it.
+//!
 //! The program must be the general optimiser's, instruction for instruction. Anything else —
 //! relations, a field tested after its value was known, a test decided by its width alone, an
 //! operand whose tests were all absorbed, a constant result, a jump longer than 255 — gives
