@@ -1186,16 +1186,18 @@ mod tests {
             "abcdefghijklmnopqrstuvwxyzZ_09 .:-/(é",
             "iptcnodsrhaxe____ ip tcp dst net host",
         ] {
-            long_words(alphabet);
+            agree_on_random_text(alphabet, 100_000, 40);
         }
     }
 
-    fn long_words(alphabet: &str) {
+    /// `count` random texts of 1 to `max_len` characters from `alphabet` lex the same on the
+    /// fast paths and by the full search.
+    fn agree_on_random_text(alphabet: &str, count: usize, max_len: u64) {
         let chars: Vec<char> = alphabet.chars().collect();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        for _ in 0..100_000 {
+        for _ in 0..count {
             let mut text = String::new();
-            for _ in 0..1 + x % 40 {
+            for _ in 0..1 + x % max_len {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
@@ -1211,20 +1213,11 @@ mod tests {
     /// random text made of the characters they look at.
     #[test]
     fn fast_paths_agree_with_the_full_search() {
-        let alphabet = b"0123456789abcfxyz_.:-/+*()[]^&|!<>= \\$ipnetorand";
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        for _ in 0..50_000 {
-            let mut text = String::new();
-            for _ in 0..1 + x % 20 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                text.push(alphabet[(x % alphabet.len() as u64) as usize] as char);
-            }
-            let fast = tokenize_with(&text, true).map_err(|e| e.to_string());
-            let full = tokenize_with(&text, false).map_err(|e| e.to_string());
-            assert_eq!(fast, full, "{text:?}");
-        }
+        agree_on_random_text(
+            "0123456789abcfxyz_.:-/+*()[]^&|!<>= \\$ipnetorand",
+            50_000,
+            20,
+        );
         // Words at the fast path's limits: long dotted addresses, twelve digits (a MAC),
         // octal and overflowing numbers, names of 11 and 12 bytes.
         for text in [
