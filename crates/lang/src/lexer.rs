@@ -820,20 +820,16 @@ fn fast_word(s: &[u8], at: usize, words: &Words) -> Option<(Tok, usize)> {
             break;
         }
     }
-    if s.get(end)
-        .is_some_and(|&b| matches!(CLASS[b as usize], C_DIGIT | C_DOT))
-    {
-        while let Some(&b) = s.get(end) {
-            let class = CLASS[b as usize];
-            if !matches!(class, C_DIGIT | C_DOT) {
-                break;
-            }
-            let is_dot = class == C_DOT;
-            empty |= is_dot & dot;
-            dot = is_dot;
-            dots += u32::from(is_dot);
-            end += 1;
+    while let Some(&b) = s.get(end) {
+        let class = CLASS[b as usize];
+        if !matches!(class, C_DIGIT | C_DOT) {
+            break;
         }
+        let is_dot = class == C_DOT;
+        empty |= is_dot & dot;
+        dot = is_dot;
+        dots += u32::from(is_dot);
+        end += 1;
     }
     // A letter, `:` or `-` after it: a name or an address (the full search decides).
     let run = end - at;

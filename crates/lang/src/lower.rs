@@ -584,6 +584,12 @@ impl<'a> Lower<'a> {
         if let Some(known) = self.known_linktype(proto) {
             return Ok(if known { self.tru() } else { self.fals() });
         }
+        self.linktype_built(proto)
+    }
+
+    /// The link-type test, built (the known tests did not decide it beforehand; they may
+    /// still decide the test built).
+    fn linktype_built(&mut self, proto: u32) -> R<NodeId> {
         let id = self.linktype_test(proto)?;
         Ok(self.decided(id))
     }
@@ -1234,11 +1240,12 @@ impl<'a> Lower<'a> {
             let f = l.nl_field(off, 4);
             l.mcmp(f, mask, addr & mask)
         };
-        if self.known_linktype(ethertype) == Some(true) {
+        let lt = match self.known_linktype(ethertype) {
             // `true and addrs` is `addrs`.
-            return Ok(self.directions(dir, src_off, dst_off, test));
-        }
-        let lt = self.linktype(ethertype)?;
+            Some(true) => return Ok(self.directions(dir, src_off, dst_off, test)),
+            Some(false) => return Ok(self.fals()),
+            None => self.linktype_built(ethertype)?,
+        };
         if self.is_false(lt) {
             return Ok(lt);
         }

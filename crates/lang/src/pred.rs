@@ -790,9 +790,15 @@ impl Builder {
             self.same_hash.push(first);
             self.interned.insert(hash, id);
         }
+        self.push(n, hash)
+    }
+
+    /// Add a node not made before, with its hash.
+    fn push(&mut self, n: Node, hash: u64) -> NodeId {
+        let id = NodeId(self.nodes.len() as u32);
         self.nodes.push(n);
         self.hashes.push(hash);
-        NodeId(id)
+        id
     }
 
     /// A node's content.
@@ -810,9 +816,7 @@ impl Builder {
                 // search).
                 let n = Node::Const(b);
                 let hash = node_hash(&n);
-                let id = NodeId(self.nodes.len() as u32);
-                self.nodes.push(n);
-                self.hashes.push(hash);
+                let id = self.push(n, hash);
                 self.consts[usize::from(b)] = Some(id);
                 id
             }
