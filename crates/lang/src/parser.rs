@@ -35,11 +35,12 @@ pub fn parse(src: &str) -> Result<Option<Expr<'_>>, Error> {
         pos: 0,
         src,
         depth: 0,
+        q: Inherited::Undefined,
     };
     let result = if p.toks.is_empty() {
         Ok(None)
     } else {
-        p.expr(Inherited::Undefined).and_then(|(e, _)| {
+        p.expr().and_then(|e| {
             if p.pos < p.toks.len() {
                 Err(p.unexpected())
             } else {
@@ -61,6 +62,9 @@ struct Parser<'a> {
     pos: usize,
     src: &'a str,
     depth: usize,
+    /// The qualifiers the next bare value inherits: set by each term as it is parsed (kept
+    /// here rather than returned with every expression, whose copies stalled on it).
+    q: Inherited,
 }
 
 type PResult<T> = Result<T, Error>;
@@ -270,11 +274,10 @@ impl<'a> Parser<'a> {
         self.depth -= 1;
     }
 
-    /// `expr: term | expr (and|or) (term|id)`; returns the expression and the qualifiers it
-    /// passes on.
-    fn expr(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
+    /// `expr: term | expr (and|or) (term|id)`; leaves the qualifiers it passes on in `q`.
+    fn expr(&mut self) -> PResult<Expr<'a>> {
         self.enter()?;
-        let (mut e, mut q) = self.term(q)?;
+        let mut e = self.term()?;
         loop {
             let is_and = match self.peek() {
                 Some(Tok::Kw(Kw::And)) => true,
@@ -282,7 +285,7 @@ impl<'a> Parser<'a> {
                 _ => break,
             };
             self.bump();
-            let (rhs, q2) = self.term_or_id(q)?;
+            let rhs = self.term_or_id()?;
             let span = e.span.to(rhs.span);
             let kind = if is_and {
                 ExprKind::And(Box::new([e, rhs]))
@@ -290,10 +293,9 @@ impl<'a> Parser<'a> {
                 ExprKind::Or(Box::new([e, rhs]))
             };
             e = Expr { kind, span };
-            q = q2;
         }
         self.leave();
-        Ok((e, q))
+        Ok(e)
     }
 
     /// Whether the tokens at `pos` start a bare value (an `id` of the grammar) rather than a
@@ -324,48 +326,48 @@ impl<'a> Parser<'a> {
     }
 
     /// After `and`/`or`: a bare value (inheriting `q`) or a term.
-    fn term_or_id(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
+    fn term_or_id(&mut self) -> PResult<Expr<'a>> {
         if self.starts_id(0) {
-            let e = self.id(q)?;
-            Ok((e, q))
+            self.id(self.q)
         } else if self.peek().is_some_and(is_not) {
             self.enter()?;
             let start = self.bump();
-            let (inner, q2) = self.term_or_id(q)?;
+            let inner = self.term_or_id()?;
             self.leave();
             let span = start.to(inner.span);
-            Ok((
-                Expr {
-                    kind: ExprKind::Not(Box::new(inner)),
-                    span,
-                },
-                q2,
-            ))
+            Ok(Expr {
+                kind: ExprKind::Not(Box::new(inner)),
+                span,
+            })
         } else {
-            self.term(q)
+            self.term()
         }
     }
 
     /// `term: not term | rterm`.
-    fn term(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
+    fn term(&mut self) -> PResult<Expr<'a>> {
         if self.peek().is_some_and(is_not) {
             self.enter()?;
             let start = self.bump();
-            let (inner, q2) = self.term(q)?;
+            let inner = self.term()?;
             self.leave();
             let span = start.to(inner.span);
-            return Ok((
-                Expr {
-                    kind: ExprKind::Not(Box::new(inner)),
-                    span,
-                },
-                q2,
-            ));
+            return Ok(Expr {
+                kind: ExprKind::Not(Box::new(inner)),
+                span,
+            });
         }
-        self.rterm(q)
+        self.rterm()
     }
 
-    fn rterm(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
+    /// An expression that passes on no qualifiers (a relation, a keyword primitive, a bare
+    /// protocol).
+    fn unqualified(&mut self, e: Expr<'a>) -> PResult<Expr<'a>> {
+        self.q = Inherited::Undefined;
+        Ok(e)
+    }
+
+    fn rterm(&mut self) -> PResult<Expr<'a>> {
         let start = self.span_here();
         let Some(t) = self.peek().copied() else {
             return Err(self.unexpected());
@@ -374,7 +376,7 @@ impl<'a> Parser<'a> {
             Tok::Op(Op::LParen) => {
                 // `( expr )`, or an arithmetic expression in parentheses starting a relation.
                 let save = self.pos;
-                let first = self.paren_expr(q);
+                let first = self.paren_expr();
                 match first {
                     Ok(r)
                         if !self
@@ -387,7 +389,7 @@ impl<'a> Parser<'a> {
                         let after_expr = self.pos;
                         self.pos = save;
                         match self.relation() {
-                            Ok(e) => Ok((e, Inherited::Undefined)),
+                            Ok(e) => self.unqualified(e),
                             Err(e2) => {
                                 // Report whichever reading got further.
                                 match first {
@@ -402,7 +404,10 @@ impl<'a> Parser<'a> {
             Tok::Kw(k) => {
                 if let Some(p) = pname(k) {
                     match self.peek_at(1) {
-                        Some(Tok::Op(Op::LBracket)) => Ok((self.relation()?, Inherited::Undefined)),
+                        Some(Tok::Op(Op::LBracket)) => {
+                            let e = self.relation()?;
+                            self.unqualified(e)
+                        }
                         Some(Tok::Kw(k2)) if is_head_start(*k2) => {
                             self.bump();
                             self.head_id(Some(p), start)
@@ -410,10 +415,8 @@ impl<'a> Parser<'a> {
                         Some(Tok::Kw(Kw::Broadcast)) => {
                             self.bump();
                             let end = self.bump();
-                            Ok((
-                                self.other(Other::Broadcast(Some(p)), start.to(end)),
-                                Inherited::Undefined,
-                            ))
+                            let e = self.other(Other::Broadcast(Some(p)), start.to(end));
+                            self.unqualified(e)
                         }
                         Some(Tok::Kw(Kw::Type | Kw::Subtype | Kw::Dir)) => {
                             // `wlan type mgt`: an 802.11 primitive with a protocol qualifier.
@@ -422,37 +425,36 @@ impl<'a> Parser<'a> {
                                 return Err(self.unexpected());
                             };
                             let e = self.keyword_primitive(k2)?;
-                            Ok((e, Inherited::Undefined))
+                            self.unqualified(e)
                         }
                         Some(Tok::Kw(Kw::Multicast)) => {
                             self.bump();
                             let end = self.bump();
-                            Ok((
-                                self.other(Other::Multicast(Some(p)), start.to(end)),
-                                Inherited::Undefined,
-                            ))
+                            let e = self.other(Other::Multicast(Some(p)), start.to(end));
+                            self.unqualified(e)
                         }
                         _ => {
                             self.bump();
-                            Ok((
-                                Expr {
-                                    kind: ExprKind::Proto(p),
-                                    span: start,
-                                },
-                                Inherited::Undefined,
-                            ))
+                            self.unqualified(Expr {
+                                kind: ExprKind::Proto(p),
+                                span: start,
+                            })
                         }
                     }
                 } else if is_head_start(k) {
                     self.head_id(None, start)
                 } else if k == Kw::Len {
-                    Ok((self.relation()?, Inherited::Undefined))
+                    let e = self.relation()?;
+                    self.unqualified(e)
                 } else {
                     let e = self.keyword_primitive(k)?;
-                    Ok((e, Inherited::Undefined))
+                    self.unqualified(e)
                 }
             }
-            Tok::Num(_) | Tok::Op(Op::Minus) => Ok((self.relation()?, Inherited::Undefined)),
+            Tok::Num(_) | Tok::Op(Op::Minus) => {
+                let e = self.relation()?;
+                self.unqualified(e)
+            }
             _ => Err(self.unexpected()),
         }
     }
@@ -464,19 +466,22 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn paren_expr(&mut self, q: Inherited) -> PResult<(Expr<'a>, Inherited)> {
+    fn paren_expr(&mut self) -> PResult<Expr<'a>> {
+        // A parenthesised expression passes on the qualifiers in force before '('.
+        let q = self.q;
         self.enter()?;
         let open = self.bump();
-        let (mut e, _) = self.expr(q)?;
+        let inner = self.expr();
+        self.q = q;
+        let mut e = inner?;
         let close = self.expect(Tok::Op(Op::RParen), "')'")?;
         self.leave();
         e.span = open.to(close);
-        // A parenthesised expression passes on the qualifiers in force before '('.
-        Ok((e, q))
+        Ok(e)
     }
 
     /// `head id` with the protocol qualifier (if any) already consumed.
-    fn head_id(&mut self, proto: Option<Proto>, start: Span) -> PResult<(Expr<'a>, Inherited)> {
+    fn head_id(&mut self, proto: Option<Proto>, start: Span) -> PResult<Expr<'a>> {
         let mut qual = Qual {
             proto,
             dir: None,
@@ -548,9 +553,10 @@ impl<'a> Parser<'a> {
             }
         }
         let q = Inherited::Qual(qual);
+        self.q = q;
         let mut e = self.id(q)?;
         e.span = start.to(e.span);
-        Ok((e, q))
+        Ok(e)
     }
 
     /// An `id`: a value inheriting `q`, `not id`, or a parenthesised list of ids joined by
