@@ -257,17 +257,26 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// One level deeper; an error past [`MAX_DEPTH`]. Inlined, with the error out of line:
+    /// every term passes here.
+    #[inline(always)]
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(Error::new(
-                ErrorKind::Limit,
-                format!("expression nested more than {MAX_DEPTH} levels deep"),
-                Some(self.span_here()),
-                self.src,
-            ));
+            return Err(self.too_deep());
         }
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_deep(&self) -> Error {
+        Error::new(
+            ErrorKind::Limit,
+            format!("expression nested more than {MAX_DEPTH} levels deep"),
+            Some(self.span_here()),
+            self.src,
+        )
     }
 
     fn leave(&mut self) {

@@ -50,8 +50,14 @@ pub enum ErrorKind {
 ///   tcp port htp
 ///            ^^^
 /// ```
+///
+/// One pointer wide: a `Result<NodeId, Error>` or `Result<u32, Error>` is returned in
+/// registers, and the compiler's every `?` reads no more than that.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error {
+pub struct Error(Box<Inner>);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Inner {
     kind: ErrorKind,
     message: String,
     span: Option<Span>,
@@ -66,53 +72,57 @@ impl Error {
         span: Option<Span>,
         source: &str,
     ) -> Error {
-        Error {
+        Error(Box::new(Inner {
             kind,
             message: message.into(),
             span,
             source: source.to_owned(),
-        }
+        }))
     }
 
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.0.kind
     }
 
     /// The message, without the expression and caret.
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// Where in the expression, if known.
     pub fn span(&self) -> Option<Span> {
-        self.span
+        self.0.span
     }
 
     /// The expression the error is about.
     pub fn expression(&self) -> &str {
-        &self.source
+        &self.0.source
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message.trim_end())?;
-        let Some(span) = self.span else {
+        let Inner {
+            message,
+            span,
+            source,
+            ..
+        } = &*self.0;
+        f.write_str(message.trim_end())?;
+        let Some(span) = *span else {
             return Ok(());
         };
         // One line of context (at most about 100 characters around the span of a long
         // expression); tabs and newlines become spaces so that the caret lines up.
-        let chars: Vec<char> = self
-            .source
+        let chars: Vec<char> = source
             .chars()
             .map(|c| if c.is_whitespace() { ' ' } else { c })
             .collect();
-        let start = span.start.min(self.source.len());
-        let end = span.end.clamp(start, self.source.len());
-        let col = self.source.get(..start).map_or(0, |s| s.chars().count());
-        let width = self
-            .source
+        let start = span.start.min(source.len());
+        let end = span.end.clamp(start, source.len());
+        let col = source.get(..start).map_or(0, |s| s.chars().count());
+        let width = source
             .get(start..end)
             .map_or(1, |s| s.chars().count().max(1));
         const CONTEXT: usize = 50;
