@@ -761,7 +761,6 @@ impl Builder {
 
     fn intern(&mut self, n: Node) -> NodeId {
         let hash = node_hash(&n);
-        let id = self.nodes.len() as u32;
         if self.nodes.len() < SMALL {
             // Most filters have a handful of nodes: a search beats building a map.
             for (i, &h) in self.hashes.iter().enumerate() {
@@ -769,27 +768,35 @@ impl Builder {
                     return NodeId(i as u32);
                 }
             }
-        } else {
-            // The map holds the first nodes; add the ones made before it was needed.
-            if self.same_hash.is_empty() {
-                self.interned.reserve(self.nodes.capacity());
-                self.same_hash.reserve(self.nodes.capacity());
-            }
-            for i in self.same_hash.len()..self.nodes.len() {
-                let prev = self.interned.insert(self.hashes[i], i as u32);
-                self.same_hash.push(prev.unwrap_or(u32::MAX));
-            }
-            let first = self.interned.get(&hash).copied().unwrap_or(u32::MAX);
-            let mut at = first;
-            while at != u32::MAX {
-                if self.nodes[at as usize] == n {
-                    return NodeId(at);
-                }
-                at = self.same_hash[at as usize];
-            }
-            self.same_hash.push(first);
-            self.interned.insert(hash, id);
+            return self.push(n, hash);
         }
+        self.intern_mapped(n, hash)
+    }
+
+    /// [`Builder::intern`] past the first [`SMALL`] nodes, through the map (out of line: the
+    /// small filters' path saves no registers for it).
+    #[inline(never)]
+    fn intern_mapped(&mut self, n: Node, hash: u64) -> NodeId {
+        let id = self.nodes.len() as u32;
+        // The map holds the first nodes; add the ones made before it was needed.
+        if self.same_hash.is_empty() {
+            self.interned.reserve(self.nodes.capacity());
+            self.same_hash.reserve(self.nodes.capacity());
+        }
+        for i in self.same_hash.len()..self.nodes.len() {
+            let prev = self.interned.insert(self.hashes[i], i as u32);
+            self.same_hash.push(prev.unwrap_or(u32::MAX));
+        }
+        let first = self.interned.get(&hash).copied().unwrap_or(u32::MAX);
+        let mut at = first;
+        while at != u32::MAX {
+            if self.nodes[at as usize] == n {
+                return NodeId(at);
+            }
+            at = self.same_hash[at as usize];
+        }
+        self.same_hash.push(first);
+        self.interned.insert(hash, id);
         self.push(n, hash)
     }
 
@@ -891,11 +898,11 @@ impl Builder {
         // An identity operand (`x and true`, `false or x`): the other one, as `junction_all`
         // would make it, without the walk.
         if !self.exact {
-            let unit = Node::Const(is_and);
-            if self.nodes[b.0 as usize] == unit {
+            let unit = |n: &Node| matches!(n, Node::Const(c) if *c == is_and);
+            if unit(&self.nodes[b.0 as usize]) {
                 return a;
             }
-            if self.nodes[a.0 as usize] == unit {
+            if unit(&self.nodes[a.0 as usize]) {
                 return b;
             }
             // Two operands that are neither constants nor junctions of the same kind: nothing
@@ -1029,6 +1036,14 @@ impl Builder {
         if t1.mask != t2.mask || t1.relation != t2.relation || t1.field != t2.field {
             return None;
         }
+        self.merge_same_field(is_and, a, b)
+    }
+
+    /// [`Builder::merge_pair`] of two tests (the second negated for `and`) of one field under
+    /// one mask (out of line: most pairs stop at the check above, and its callers save no
+    /// registers for this).
+    #[inline(never)]
+    fn merge_same_field(&mut self, is_and: bool, a: NodeId, b: NodeId) -> Option<NodeId> {
         let (ta, tb) = (self.node(a).clone(), self.node(b).clone());
         if is_and {
             // f >= lo and not f > hi  →  f in [lo, hi]
@@ -1131,6 +1146,7 @@ impl NodeHasher {
 
 /// The interning hash of a node: equal nodes hash equally (a function of the same fields the
 /// derived equality compares).
+#[inline(always)]
 fn node_hash(n: &Node) -> u64 {
     let mut w = NodeHasher::default();
     match n {
