@@ -63,7 +63,7 @@ struct Parser<'a> {
     src: &'a str,
     depth: usize,
     /// The qualifiers the next bare value inherits: set by each term as it is parsed (kept
-    /// here rather than returned with every expression, whose copies stalled on it).
+    /// here rather than returned beside every expression through every level).
     q: Inherited,
 }
 
