@@ -113,12 +113,32 @@ pub fn packets(seed: u64, count: usize) -> Vec<Packet> {
 }
 
 /// The same mix as [`packets`], with whole frames (the wire length of each packet is its
-/// length): traffic to send onto a test network.
+/// length) and its addresses moved into the test ranges (see [`to_test_range`]): traffic to
+/// send onto a test network.
 pub fn frames(seed: u64, count: usize) -> Vec<Packet> {
     mix(seed, count, None)
 }
 
+/// Where [`frames`] puts an address of the mix: inside 198.18.0.0/15, one /20 of 198.18.0.0/16
+/// for each network of the mix (10.0/16, 172.16/16, 192.168/16, 198.18/16, 203.0/16) and the
+/// Swift filter-6 hosts (10.1.x.y) at 198.19.x.y — never in 198.19.255.0/24, where the test
+/// namespaces address their own interfaces. Distinct addresses stay distinct.
+pub fn to_test_range(a: [u8; 4]) -> [u8; 4] {
+    let net = match [a[0], a[1]] {
+        [10, 1] => return [198, 19, a[2], a[3]],
+        [10, 0] => 0,
+        [172, 16] => 16,
+        [192, 168] => 32,
+        [198, 18] => 48,
+        _ => 64,
+    };
+    [198, 18, net + (a[2] & 15), a[3]]
+}
+
 fn mix(seed: u64, count: usize, cut: Option<usize>) -> Vec<Packet> {
+    // Sent traffic carries only test addresses; in-memory benchmarks keep the filters' own.
+    let send = cut.is_none();
+    let place = |a: [u8; 4]| if send { to_test_range(a) } else { a };
     let mut rng = XorShift64::new(seed);
     let hosts: Vec<[u8; 4]> = (0..38u8).map(|i| [10, 1, i / 10, 10 + i]).collect();
     let nets: [[u8; 2]; 5] = [[10, 0], [172, 16], [192, 168], [198, 18], [203, 0]];
@@ -132,6 +152,7 @@ fn mix(seed: u64, count: usize, cut: Option<usize>) -> Vec<Packet> {
         if rng.below(20) == 0 {
             src = hosts[rng.below(hosts.len() as u64) as usize];
         }
+        let (src, dst) = (place(src), place(dst));
         let b = FrameBuilder::new();
         let b = match rng.below(100) {
             0..=59 => {
@@ -154,6 +175,10 @@ fn mix(seed: u64, count: usize, cut: Option<usize>) -> Vec<Packet> {
             90..=94 => {
                 let mut s6 = [0u8; 16];
                 s6[..2].copy_from_slice(&[0x20, 0x01]);
+                if send {
+                    s6[2..4].copy_from_slice(&[0x0d, 0xb8]);
+                    s6[13] = 1;
+                }
                 s6[15] = rng.below(255) as u8;
                 let d6 = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
                 b.ipv6(s6, d6).tcp(40000, 443, TCP_ACK).payload(&[0u8; 100])
@@ -174,4 +199,29 @@ fn mix(seed: u64, count: usize, cut: Option<usize>) -> Vec<Packet> {
         out.push(p);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sent_frames_carry_only_test_addresses() {
+        let sent = frames(SEED, 20_000);
+        assert!(
+            sent.iter()
+                .all(|p| netsift_capture::live::foreign_address(&p.data).is_none())
+        );
+        // The in-memory mix keeps the addresses its filters name.
+        assert!(
+            packets(SEED, 20_000)
+                .iter()
+                .any(|p| netsift_capture::live::foreign_address(&p.data).is_some())
+        );
+        // The same packets otherwise: same kinds, same lengths on the wire.
+        let kept = packets(SEED, 20_000);
+        assert!(sent.iter().zip(&kept).all(|(x, y)| {
+            x.wire_len == y.wire_len && x.data[..14] == y.data[..14] && x.data.len() >= y.data.len()
+        }));
+    }
 }

@@ -4,9 +4,11 @@
 //! time. `netsift gen classbench SEED N` makes a ClassBench rule set (and a header trace) from a
 //! ClassBench seed file instead.
 //!
-//! Sending is meant for test networks (a veth pair in a namespace): the frames are sent as they
-//! are, from whatever addresses they carry (198.18.0.0/15 and 2001:db8::/32 for the synthetic
-//! traffic).
+//! Sending is meant for test networks (a veth pair in a namespace). Everything netsift makes
+//! (the mix, the FTP workload) uses only the test ranges 198.18.0.0/15 and 2001:db8::/32, and
+//! the sender refuses any frame that carries another address. A replayed capture (`-r FILE`)
+//! sends the file's own addresses: when they leave the test ranges, it needs
+//! `--allow-foreign-addresses`.
 
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use netsift::capture::ftp::FtpWorkload;
 use netsift::capture::generate::Mix;
-use netsift::capture::live::Sender;
+use netsift::capture::live::{Sender, foreign_address};
 use netsift::capture::{CaptureReader, LinkType, Packet, PcapWriter, Precision};
 use netsift::classify::generate;
 
@@ -39,6 +41,10 @@ pub struct Args {
     /// Use the packets of this capture (Ethernet link type), in order.
     #[arg(short = 'r', value_name = "FILE", conflicts_with_all = ["mix", "ftp"])]
     read: Option<PathBuf>,
+    /// With --send -r FILE: send the capture's packets even when they carry addresses outside
+    /// the test ranges (198.18.0.0/15, 2001:db8::/32). Without it such a replay is refused.
+    #[arg(long, requires = "read")]
+    allow_foreign_addresses: bool,
     /// The synthetic mix (TCP to web, mail, SSH; UDP; ICMP; IPv6; ARP; VLAN) with this seed
     /// (the default when neither -r nor --ftp is given).
     #[arg(long, value_name = "SEED")]
@@ -49,20 +55,20 @@ pub struct Args {
     ftp: bool,
     /// The mix: relative weights of TCP/IPv4, TCP/IPv6, UDP/IPv4, UDP/IPv6, ICMP, ICMPv6 and
     /// ARP packets.
-    #[arg(long, value_name = "W,W,W,W,W,W,W", value_delimiter = ',', conflicts_with_all = ["ftp", "read", "iface"])]
+    #[arg(long, value_name = "W,W,W,W,W,W,W", value_delimiter = ',', conflicts_with_all = ["ftp", "read"])]
     weights: Option<Vec<u64>>,
     /// The mix: VLAN-tag one frame in N (0: none; default 5).
-    #[arg(long, value_name = "N", conflicts_with_all = ["ftp", "read", "iface"])]
+    #[arg(long, value_name = "N", conflicts_with_all = ["ftp", "read"])]
     vlan_one_in: Option<u64>,
     /// The mix: clients (198.18.0.1 and up, default 200) and servers (198.19.0.1 and up,
     /// default 8).
-    #[arg(long, value_name = "CLIENTS,SERVERS", value_delimiter = ',', conflicts_with_all = ["ftp", "read", "iface"])]
+    #[arg(long, value_name = "CLIENTS,SERVERS", value_delimiter = ',', conflicts_with_all = ["ftp", "read"])]
     hosts: Option<Vec<u64>>,
     /// The mix: server ports of TCP over IPv4 (default 80,443,22).
-    #[arg(long, value_name = "PORT,...", value_delimiter = ',', conflicts_with_all = ["ftp", "read", "iface"])]
+    #[arg(long, value_name = "PORT,...", value_delimiter = ',', conflicts_with_all = ["ftp", "read"])]
     tcp_ports: Option<Vec<u16>>,
     /// The mix: largest payload in bytes (default 63).
-    #[arg(long, value_name = "BYTES", conflicts_with_all = ["ftp", "read", "iface"])]
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["ftp", "read"])]
     max_payload: Option<u64>,
     /// --ftp: servers.
     #[arg(long, value_name = "N", default_value = "10", requires = "ftp")]
@@ -330,13 +336,46 @@ pub fn run(args: Args) -> Result<ExitCode> {
             .into_iter()
             .map(|p| p.data)
             .collect(),
-        None => netsift_bench::workload::frames(args.mix.unwrap_or(1), 4096)
+        None => mix_of(&args)?
+            .generate(args.mix.unwrap_or(1), 4096)
             .into_iter()
             .map(|p| p.data)
             .collect(),
     };
     if frames.is_empty() {
         bail!("nothing to send");
+    }
+    if let Some(path) = &args.read {
+        let foreign: Vec<(usize, std::net::IpAddr)> = frames
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| foreign_address(f).map(|a| (i, a)))
+            .collect();
+        if let Some(&(i, a)) = foreign.first() {
+            if !args.allow_foreign_addresses {
+                bail!(
+                    "{}: packet {} carries {a}, outside the test ranges 198.18.0.0/15 and \
+                     2001:db8::/32 ({} of {} packets do); a replay sends the capture's own \
+                     addresses: add --allow-foreign-addresses to send them",
+                    path.display(),
+                    i + 1,
+                    foreign.len(),
+                    frames.len()
+                );
+            }
+            eprintln!(
+                "netsift: replaying {} with its own addresses: {} of {} packets carry addresses \
+                 outside the test ranges (the first: {a})",
+                path.display(),
+                foreign.len(),
+                frames.len()
+            );
+        } else {
+            eprintln!(
+                "netsift: replaying {} with its own addresses (all inside the test ranges)",
+                path.display()
+            );
+        }
     }
     let repeat = args.repeat || (args.read.is_none() && !args.ftp);
     let count = args
@@ -347,6 +386,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
             10_000
         });
     let mut tx = Sender::open(&iface)?;
+    if !args.allow_foreign_addresses {
+        // Everything netsift makes uses the test ranges; a bug that did not would stop here.
+        tx = tx.restrict_to_test_ranges();
+    }
     let started = Instant::now();
     let mut it: Box<dyn Iterator<Item = &[u8]>> = if repeat {
         Box::new(frames.iter().map(Vec::as_slice).cycle())

@@ -4,8 +4,13 @@
 //! No function here panics or allocates on any input: every index is checked, numbers are
 //! parsed with overflow checks, and anything malformed gives `None`.
 
-/// The transport view of a frame: IPv4 or IPv6 (no extension headers) over Ethernet, with up to
-/// two VLAN tags, carrying TCP or UDP.
+use std::net::IpAddr;
+
+use netsift_wire::LinkType;
+
+/// The transport view of a frame: TCP or UDP over IPv4 or IPv6 in an Ethernet frame, as
+/// `netsift-wire`'s flow-key parser walks it (any number of VLAN tags, MPLS, PPPoE, IPv6
+/// extension headers; later fragments have no transport view).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Flow<'a> {
     /// IP protocol (6 or 17).
@@ -18,62 +23,36 @@ pub struct Flow<'a> {
     pub src: [u8; 16],
     /// Destination address, as `src`.
     pub dst: [u8; 16],
-    /// The transport payload (within the captured bytes).
+    /// The transport payload (within the captured bytes, without link-layer padding).
     pub payload: &'a [u8],
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
+/// The address as 16 bytes: IPv4's 4 then zeros.
+fn bytes16(a: IpAddr) -> [u8; 16] {
+    match a {
+        IpAddr::V4(v) => {
+            let mut b = [0; 16];
+            b[..4].copy_from_slice(&v.octets());
+            b
+        }
+        IpAddr::V6(v) => v.octets(),
+    }
 }
 
-/// Parses the frame; `None` unless it is TCP or UDP over IPv4/IPv6 with complete headers.
+/// Parses the frame; `None` unless it is TCP or UDP over IPv4/IPv6 with its ports captured.
 pub fn flow(pkt: &[u8]) -> Option<Flow<'_>> {
-    let mut off = 12;
-    let mut et = be16(pkt, off)?;
-    for _ in 0..2 {
-        if et == 0x8100 || et == 0x88a8 {
-            off += 4;
-            et = be16(pkt, off)?;
-        }
-    }
-    let l3 = off + 2;
-    let (proto, l4, src, dst) = match et {
-        0x0800 => {
-            let vihl = *pkt.get(l3)?;
-            let ihl = usize::from(vihl & 15) * 4;
-            if vihl >> 4 != 4 || ihl < 20 {
-                return None;
-            }
-            let mut s = [0; 16];
-            let mut d = [0; 16];
-            s[..4].copy_from_slice(pkt.get(l3 + 12..l3 + 16)?);
-            d[..4].copy_from_slice(pkt.get(l3 + 16..l3 + 20)?);
-            (*pkt.get(l3 + 9)?, l3 + ihl, s, d)
-        }
-        0x86dd => {
-            let mut s = [0; 16];
-            let mut d = [0; 16];
-            s.copy_from_slice(pkt.get(l3 + 8..l3 + 24)?);
-            d.copy_from_slice(pkt.get(l3 + 24..l3 + 40)?);
-            (*pkt.get(l3 + 6)?, l3 + 40, s, d)
-        }
-        _ => return None,
-    };
-    let hl = match proto {
-        6 => usize::from(*pkt.get(l4 + 12)? >> 4) * 4,
-        17 => 8,
-        _ => return None,
-    };
-    if hl < 8 {
+    let f = netsift_wire::flow::parse(LinkType::ETHERNET, pkt)?;
+    let (sport, dport) = f.key.ports?;
+    if !matches!(f.key.proto.0, 6 | 17) {
         return None;
     }
     Some(Flow {
-        proto,
-        sport: be16(pkt, l4)?,
-        dport: be16(pkt, l4 + 2)?,
-        src,
-        dst,
-        payload: pkt.get(l4 + hl..)?,
+        proto: f.key.proto.0,
+        sport,
+        dport,
+        src: bytes16(f.key.src),
+        dst: bytes16(f.key.dst),
+        payload: f.payload(pkt),
     })
 }
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use netsift_bpf::{Filter as Interp, Rules};
 use netsift_capture::{CaptureReader, LinkType, Packet};
 use netsift_classify::Classifier;
-use netsift_offload::FlowKey;
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Registry, Source, Verdict};
 use crate::mbuf::MBuf;
@@ -350,10 +349,11 @@ struct ClassifyFilter {
     engine: Box<dyn Classifier + Send + Sync>,
 }
 
-/// The classifier's header of an IPv4 frame: addresses, ports (0 without), protocol, TCP
-/// flags.
-fn header(data: &[u8]) -> Option<netsift_classify::Header> {
-    let key = FlowKey::from_frame(data)?;
+/// The classifier's header of an IPv4 packet of `link`: addresses, ports (0 without),
+/// protocol, TCP flags (0 without).
+fn header(link: LinkType, data: &[u8]) -> Option<netsift_classify::Header> {
+    let flow = netsift_wire::flow::parse(link, data)?;
+    let key = flow.key;
     let (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) = (key.src, key.dst) else {
         return None;
     };
@@ -364,15 +364,15 @@ fn header(data: &[u8]) -> Option<netsift_classify::Header> {
             u32::from(d),
             u32::from(sp),
             u32::from(dp),
-            u32::from(key.proto),
+            u32::from(key.proto.0),
         ],
-        0,
+        flow.tcp_flags.map_or(0, |f| u16::from(f.0)),
     ))
 }
 
 impl Filter for ClassifyFilter {
     fn process(&mut self, pkt: &Pkt<'_>, mbuf: &MBuf) -> Verdict {
-        match header(pkt.data).and_then(|h| self.engine.classify(&h)) {
+        match header(pkt.link_type, pkt.data).and_then(|h| self.engine.classify(&h)) {
             Some(i) => {
                 mbuf.add(i, 1);
                 Verdict::Pass {

@@ -377,9 +377,9 @@ fn eval(pred: &Pred, known: &Known, memo: &mut Vec<Tri>) -> Tri {
 
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
-const TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+const TPIDS: [u16; 3] = netsift_wire::flow::VLAN_TPIDS;
 /// IPv6 next-header values the NIC's parser skips ([`FlowKey`](crate::FlowKey)).
-const IPV6_SKIPPED: [u8; 5] = [0, 43, 44, 51, 60];
+const IPV6_SKIPPED: &[u8] = netsift_wire::flow::Options::NIC.ipv6_skip;
 
 /// A region: one family, each field under a mask.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -22,7 +22,7 @@
 //! steers to a missing queue is delivered by RSS instead and counted in
 //! [`NicStats::bad_queue`].
 
-use netsift_capture::{LinkType, Packet, PacketRef};
+use netsift_capture::{Packet, PacketRef};
 
 use crate::error::{ErrorKind, OffloadError};
 use crate::profile::Profile;
@@ -203,20 +203,11 @@ impl EmulatedNic {
         self.receive_key(FlowKey::from_frame(frame), wire_len)
     }
 
-    /// Receives one captured packet: Ethernet, raw IP and Linux cooked (`LINUX_SLL`) link types
-    /// are parsed; a packet of another link type is treated as not IP.
+    /// Receives one captured packet of any link type the flow-key parser walks (Ethernet, raw
+    /// IP, Linux cooked, loopback: [`FlowKey::of`]); a packet of another link type is treated
+    /// as not IP.
     pub fn receive_packet(&mut self, packet: PacketRef<'_>) -> Delivery {
-        let key = match packet.link_type {
-            LinkType::ETHERNET => FlowKey::from_frame(packet.data),
-            LinkType::RAW => FlowKey::from_ip(packet.data),
-            LinkType::LINUX_SLL => match packet.data.get(14..16) {
-                Some([0x08, 0x00] | [0x86, 0xdd]) => {
-                    packet.data.get(16..).and_then(FlowKey::from_ip)
-                }
-                _ => None,
-            },
-            _ => None,
-        };
+        let key = FlowKey::of(packet.link_type, packet.data);
         self.receive_key(key, packet.wire_len)
     }
 
@@ -367,7 +358,7 @@ mod tests {
     use super::*;
     use crate::rule::tests::tcp4;
     use crate::rule::{Family, Match, PROTO_TCP, PROTO_UDP};
-    use netsift_capture::Timestamp;
+    use netsift_capture::{LinkType, Timestamp};
     use netsift_capture::generate::FrameBuilder;
 
     fn packet(frame: Vec<u8>) -> Packet {

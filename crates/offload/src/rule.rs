@@ -27,6 +27,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::error::{ErrorKind, OffloadError};
+use netsift_wire::LinkType;
+use netsift_wire::flow::{self, Options};
 
 /// The identifier of a rule, unique within a table (the paper's filter id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -687,105 +689,30 @@ pub struct FlowKey {
     pub ports: Option<(u16, u16)>,
 }
 
-/// Ethertypes.
-const ETH_IPV4: u16 = 0x0800;
-const ETH_IPV6: u16 = 0x86dd;
-const ETH_VLAN: u16 = 0x8100;
-const ETH_QINQ: u16 = 0x88a8;
-const ETH_QINQ_OLD: u16 = 0x9100;
-/// How many IPv6 extension headers are skipped before giving up on the transport header.
-const MAX_EXT_HEADERS: usize = 8;
-
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    let s = b.get(at..at.checked_add(2)?)?;
-    Some(u16::from_be_bytes([s[0], s[1]]))
-}
-
 impl FlowKey {
-    /// The key of an Ethernet frame (`LINKTYPE_ETHERNET`), or `None` when it is not IPv4/IPv6
-    /// or is truncated before the end of the IP addresses.
-    ///
-    /// Up to two VLAN tags (TPID `0x8100`, `0x88a8` or `0x9100`) are skipped; the key keeps the
-    /// VLAN ID of the first. A frame with a third tag is not IP for this parser (`None`), as for
-    /// a NIC parser that stops after two tags. Never panics.
+    /// The key of a packet of `link` as a NIC's parser sees it: `netsift-wire`'s flow-key
+    /// parser bounded by [`Options::NIC`] (at most two VLAN tags, the first one's ID kept, no
+    /// MPLS; a frame with a third tag is not IP). `None` when the packet is not IPv4/IPv6 or is
+    /// truncated before the end of the IP addresses. Never panics.
+    pub fn of(link: LinkType, data: &[u8]) -> Option<FlowKey> {
+        flow::parse_with(link, data, &Options::NIC).map(|f| FlowKey {
+            vlan: f.vlan,
+            proto: f.key.proto.0,
+            src: f.key.src,
+            dst: f.key.dst,
+            ports: f.key.ports,
+        })
+    }
+
+    /// The key of an Ethernet frame (`LINKTYPE_ETHERNET`): [`FlowKey::of`].
     pub fn from_frame(frame: &[u8]) -> Option<FlowKey> {
-        let mut ethertype = be16(frame, 12)?;
-        let mut at = 14;
-        let mut vlan = None;
-        for _ in 0..2 {
-            if !matches!(ethertype, ETH_VLAN | ETH_QINQ | ETH_QINQ_OLD) {
-                break;
-            }
-            let tci = be16(frame, at)?;
-            if vlan.is_none() {
-                vlan = Some(tci & VID_MASK);
-            }
-            ethertype = be16(frame, at + 2)?;
-            at += 4;
-        }
-        let ip = frame.get(at..)?;
-        let mut key = match ethertype {
-            ETH_IPV4 => FlowKey::from_ipv4(ip)?,
-            ETH_IPV6 => FlowKey::from_ipv6(ip)?,
-            _ => return None,
-        };
-        key.vlan = vlan;
-        Some(key)
+        FlowKey::of(LinkType::ETHERNET, frame)
     }
 
-    /// The key of a raw IP packet (`LINKTYPE_RAW`: the version nibble decides), without VLAN.
-    /// Same contract as [`FlowKey::from_frame`].
+    /// The key of a raw IP packet (`LINKTYPE_RAW`: the version nibble decides), without VLAN:
+    /// [`FlowKey::of`].
     pub fn from_ip(packet: &[u8]) -> Option<FlowKey> {
-        match packet.first()? >> 4 {
-            4 => FlowKey::from_ipv4(packet),
-            6 => FlowKey::from_ipv6(packet),
-            _ => None,
-        }
-    }
-
-    fn from_ipv4(ip: &[u8]) -> Option<FlowKey> {
-        let first = *ip.first()?;
-        if first >> 4 != 4 {
-            return None;
-        }
-        let ihl = usize::from(first & 0x0f) * 4;
-        if ihl < 20 || ip.len() < 20 {
-            return None;
-        }
-        let proto = ip[9];
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-        let fragment_offset = be16(ip, 6)? & 0x1fff;
-        let ports = if fragment_offset == 0 && has_ports(proto) {
-            ip.get(ihl..).and_then(ports_of)
-        } else {
-            None
-        };
-        Some(FlowKey {
-            vlan: None,
-            proto,
-            src: IpAddr::V4(src),
-            dst: IpAddr::V4(dst),
-            ports,
-        })
-    }
-
-    fn from_ipv6(ip: &[u8]) -> Option<FlowKey> {
-        if ip.len() < 40 || ip[0] >> 4 != 6 {
-            return None;
-        }
-        let mut src = [0u8; 16];
-        src.copy_from_slice(&ip[8..24]);
-        let mut dst = [0u8; 16];
-        dst.copy_from_slice(&ip[24..40]);
-        let (proto, ports) = ipv6_transport(ip[6], &ip[40..]);
-        Some(FlowKey {
-            vlan: None,
-            proto,
-            src: IpAddr::V6(Ipv6Addr::from(src)),
-            dst: IpAddr::V6(Ipv6Addr::from(dst)),
-            ports,
-        })
+        FlowKey::of(LinkType::RAW, packet)
     }
 
     /// The family of the key (that of `src`).
@@ -800,56 +727,6 @@ impl FlowKey {
             None => 0,
         }
     }
-}
-
-/// The transport protocol and ports after the IPv6 header: hop-by-hop (0), routing (43),
-/// destination options (60), fragment (44) and AH (51) headers are skipped, at most
-/// [`MAX_EXT_HEADERS`] of them. A non-first fragment stops with the fragment's next header and
-/// no ports; a chain that is truncated or too long stops with the header that could not be
-/// skipped and no ports.
-fn ipv6_transport(mut next: u8, mut rest: &[u8]) -> (u8, Option<(u16, u16)>) {
-    for _ in 0..MAX_EXT_HEADERS {
-        let len = match next {
-            0 | 43 | 60 => match rest.get(1) {
-                Some(&l) => (usize::from(l) + 1) * 8,
-                None => return (next, None),
-            },
-            51 => match rest.get(1) {
-                Some(&l) => (usize::from(l) + 2) * 4,
-                None => return (next, None),
-            },
-            44 => {
-                let (Some(&nh), Some(off)) = (rest.first(), be16(rest, 2)) else {
-                    return (next, None);
-                };
-                if off & 0xfff8 != 0 {
-                    return (nh, None);
-                }
-                8
-            }
-            proto => {
-                let ports = if has_ports(proto) {
-                    ports_of(rest)
-                } else {
-                    None
-                };
-                return (proto, ports);
-            }
-        };
-        let Some(&nh) = rest.first() else {
-            return (next, None);
-        };
-        let Some(after) = rest.get(len..) else {
-            return (next, None);
-        };
-        next = nh;
-        rest = after;
-    }
-    (next, None)
-}
-
-fn ports_of(l4: &[u8]) -> Option<(u16, u16)> {
-    Some((be16(l4, 0)?, be16(l4, 2)?))
 }
 
 /// The key a precise rule is stored under, and that a packet is looked up with: every field of

@@ -143,8 +143,8 @@ const FLAG_V6: u8 = 1;
 const FLAG_PORTS: u8 = 2;
 /// The VLAN word of a precise key with an exact VLAN match.
 const VLAN_EXACT: u16 = 0x8000;
-/// How many IPv6 extension headers are skipped (as `FlowKey::from_frame`).
-const MAX_EXT_HEADERS: usize = 8;
+/// How many IPv6 extension headers are skipped (as `FlowKey::from_frame`: the NIC's walk).
+const MAX_EXT_HEADERS: usize = netsift_wire::flow::Options::NIC.max_ext_headers;
 
 /// Stack slots (offsets from `r10`).
 mod stack {

@@ -35,6 +35,9 @@
 //! ```
 
 use std::collections::HashMap;
+use std::net::IpAddr;
+
+use netsift_wire::{IpProtocol, LinkType};
 
 use crate::build;
 use crate::filter::{PassId, UpdateError, Writer};
@@ -93,7 +96,7 @@ pub enum Event {
     Close(DataConn),
 }
 
-/// The IPv4/TCP fields FTPCap reads from an Ethernet frame (VLAN tags skipped).
+/// The IPv4/TCP fields FTPCap reads from an Ethernet frame.
 struct Tcp4<'a> {
     src: [u8; 4],
     dst: [u8; 4],
@@ -103,33 +106,24 @@ struct Tcp4<'a> {
     payload: &'a [u8],
 }
 
+/// The IPv4/TCP fields of an Ethernet frame, from `netsift-wire`'s flow-key parser; `None`
+/// for anything else, for a later fragment and for a segment cut before its flags.
 fn tcp4(frame: &[u8]) -> Option<Tcp4<'_>> {
-    let mut at = 12;
-    let mut ethertype = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
-    while ethertype == 0x8100 || ethertype == 0x88a8 {
-        at += 4;
-        ethertype = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
-    }
-    if ethertype != 0x0800 {
+    let flow = netsift_wire::flow::parse(LinkType::ETHERNET, frame)?;
+    let (IpAddr::V4(src), IpAddr::V4(dst)) = (flow.key.src, flow.key.dst) else {
+        return None;
+    };
+    if flow.key.proto != IpProtocol::TCP {
         return None;
     }
-    let ip = frame.get(at + 2..)?;
-    let ihl = usize::from(*ip.first()? & 0xf) * 4;
-    let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
-    let frag = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]) & 0x1fff;
-    if ip[0] >> 4 != 4 || ihl < 20 || *ip.get(9)? != 6 || frag != 0 {
-        return None;
-    }
-    let ip = &ip[..total.min(ip.len())];
-    let tcp = ip.get(ihl..)?;
-    let off = usize::from(*tcp.get(12)? >> 4) * 4;
+    let (sport, dport) = flow.key.ports?;
     Some(Tcp4 {
-        src: ip[12..16].try_into().ok()?,
-        dst: ip[16..20].try_into().ok()?,
-        sport: u16::from_be_bytes([tcp[0], tcp[1]]),
-        dport: u16::from_be_bytes([tcp[2], tcp[3]]),
-        flags: *tcp.get(13)?,
-        payload: tcp.get(off..).unwrap_or(&[]),
+        src: src.octets(),
+        dst: dst.octets(),
+        sport,
+        dport,
+        flags: flow.tcp_flags?.0,
+        payload: flow.payload(frame),
     })
 }
 

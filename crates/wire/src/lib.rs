@@ -30,6 +30,12 @@
 //! Protocol numbers (EtherType, IP protocol, ICMP type, ...) are open
 //! newtypes with named constants; an unknown value never makes parsing fail.
 //!
+//! # Flow keys
+//!
+//! [`flow::parse`] walks a frame to its 5-tuple, its layer offsets and its TCP flags: the one
+//! flow-key parser of netsift (any number of VLAN tags, MPLS, PPPoE, IPv6 extension headers,
+//! fragments). [`flow::Options::NIC`] bounds the walk as a NIC's parser does.
+//!
 //! # Summaries
 //!
 //! [`summarize`] decodes a whole captured frame into a one-line,
@@ -71,6 +77,7 @@ pub mod arp;
 pub mod checksum;
 pub mod error;
 pub mod ethernet;
+pub mod flow;
 pub mod geneve;
 pub mod gre;
 pub mod icmp;
@@ -92,6 +99,7 @@ pub mod vxlan;
 pub use arp::{ArpHardware, ArpOperation, ArpPacket};
 pub use error::{Error, ErrorKind};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame};
+pub use flow::{Flow, FlowKey, Fragment};
 pub use geneve::GenevePacket;
 pub use gre::GrePacket;
 pub use icmp::{IcmpPacket, IcmpType};

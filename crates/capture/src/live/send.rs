@@ -1,8 +1,17 @@
 //! Sending test traffic: whole frames onto an interface through an `AF_PACKET` socket, at a
 //! set rate, bounded in count and time.
+//!
+//! Test traffic uses only the address ranges set aside for it: 198.18.0.0/15 (RFC 2544,
+//! benchmarking) and 2001:db8::/32 (RFC 3849, documentation). A sender made with
+//! [`Sender::restrict_to_test_ranges`] refuses any frame that carries another address
+//! ([`foreign_address`]), so that a generator's mistake never reaches a network.
 
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
+
+use netsift_wire::LinkType;
+use netsift_wire::flow::{self, Options};
 
 use super::sys;
 use super::{LiveError, LiveErrorKind};
@@ -18,12 +27,51 @@ pub struct SenderStats {
     pub waits: u64,
 }
 
+/// Whether `a` lies in the test ranges: 198.18.0.0/15 or 2001:db8::/32.
+pub fn is_test_address(a: IpAddr) -> bool {
+    match a {
+        IpAddr::V4(v) => {
+            let o = v.octets();
+            o[0] == 198 && o[1] & 0xfe == 18
+        }
+        IpAddr::V6(v) => v.segments()[..2] == [0x2001, 0x0db8],
+    }
+}
+
+/// The first address the Ethernet frame `frame` carries outside the test ranges
+/// ([`is_test_address`]), `None` when it carries none: the source and destination of its IP
+/// header (after any VLAN tags, MPLS labels or PPPoE header, as `netsift-wire`'s flow-key
+/// parser walks them) and the protocol addresses of an IPv4 ARP message. A frame with neither
+/// (another protocol) carries no address.
+pub fn foreign_address(frame: &[u8]) -> Option<IpAddr> {
+    if let Some(f) = flow::parse(LinkType::ETHERNET, frame) {
+        return [f.key.src, f.key.dst]
+            .into_iter()
+            .find(|&a| !is_test_address(a));
+    }
+    let net = flow::network_layer(LinkType::ETHERNET, frame, &Options::SOFTWARE)?;
+    if net.ethertype != 0x0806 {
+        return None;
+    }
+    // ARP for IPv4 over Ethernet: sender protocol address at 14, target at 24.
+    let arp = frame.get(net.offset..)?;
+    if arp.get(2..6) != Some(&[0x08, 0x00, 6, 4]) {
+        return None;
+    }
+    [14, 24]
+        .into_iter()
+        .filter_map(|at| <[u8; 4]>::try_from(arp.get(at..at + 4)?).ok())
+        .map(IpAddr::from)
+        .find(|&a| !is_test_address(a))
+}
+
 /// Sends frames onto one interface (they leave it as if a host behind it had sent them: the
 /// peer of a veth pair receives them).
 pub struct Sender {
     fd: OwnedFd,
     iface: String,
     stats: SenderStats,
+    test_ranges_only: bool,
 }
 
 impl Sender {
@@ -50,7 +98,16 @@ impl Sender {
             fd,
             iface: iface.to_owned(),
             stats: SenderStats::default(),
+            test_ranges_only: false,
         })
+    }
+
+    /// From now on, refuse to send a frame that carries an address outside the test ranges
+    /// ([`foreign_address`]): [`Sender::send_all`] fails naming the address, before sending
+    /// anything of that call.
+    pub fn restrict_to_test_ranges(mut self) -> Sender {
+        self.test_ranges_only = true;
+        self
     }
 
     /// The counters so far.
@@ -61,6 +118,22 @@ impl Sender {
     /// Sends `frames` (each a whole link-layer frame) with as few system calls as possible,
     /// waiting while the device queue is full. Returns when all were sent.
     pub fn send_all(&mut self, frames: &[&[u8]]) -> Result<(), LiveError> {
+        if self.test_ranges_only
+            && let Some((n, a)) = frames
+                .iter()
+                .enumerate()
+                .find_map(|(n, f)| foreign_address(f).map(|a| (n, a)))
+        {
+            return Err(LiveError::new(
+                LiveErrorKind::InvalidInput,
+                format!(
+                    "refusing to send frame {} of this batch on {}: it carries {a}, outside the \
+                     test ranges 198.18.0.0/15 and 2001:db8::/32",
+                    self.stats.sent + n as u64,
+                    self.iface
+                ),
+            ));
+        }
         let mut i = 0;
         while i < frames.len() {
             let chunk = &frames[i..frames.len().min(i + 64)];
@@ -162,5 +235,52 @@ impl Sender {
             sent += batch.len() as u64;
         }
         Ok(self.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{FrameBuilder, mixed_traffic};
+
+    #[test]
+    fn test_ranges() {
+        for (a, ok) in [
+            ("198.18.0.1", true),
+            ("198.19.255.255", true),
+            ("198.20.0.1", false),
+            ("10.0.0.1", false),
+            ("2001:db8::1", true),
+            ("2001:db9::1", false),
+            ("fe80::1", false),
+        ] {
+            assert_eq!(is_test_address(a.parse().unwrap()), ok, "{a}");
+        }
+    }
+
+    #[test]
+    fn addresses_of_frames() {
+        let ok = FrameBuilder::new()
+            .vlan(5)
+            .ipv4([198, 18, 0, 1], [198, 19, 0, 1])
+            .udp(1, 2)
+            .build();
+        assert_eq!(foreign_address(&ok), None);
+        let bad = FrameBuilder::new()
+            .vlan(5)
+            .vlan(6)
+            .ipv4([198, 18, 0, 1], [10, 0, 0, 1])
+            .udp(1, 2)
+            .build();
+        assert_eq!(foreign_address(&bad), Some("10.0.0.1".parse().unwrap()));
+        let arp = FrameBuilder::new()
+            .arp_request([198, 18, 0, 1], [192, 0, 2, 1])
+            .build();
+        assert_eq!(foreign_address(&arp), Some("192.0.2.1".parse().unwrap()));
+        assert!(
+            mixed_traffic(9, 5000)
+                .iter()
+                .all(|p| foreign_address(&p.data).is_none())
+        );
     }
 }

@@ -35,7 +35,7 @@
 //! ```
 //! use netsift_capture::generate::mixed_traffic;
 //! use netsift_graph::class::{Context, FilterClass, Instance, Pkt};
-//! use netsift_graph::classes::{FlowTable, flowcount::FlowCountClass, flowkey};
+//! use netsift_graph::classes::{FlowTable, flowcount::FlowCountClass};
 //! use netsift_graph::MBuf;
 //!
 //! let Ok(Instance::Filter(mut f)) = FlowCountClass.instantiate(&[], &Context::default()) else {
@@ -49,15 +49,16 @@
 //! }
 //! let flows = FlowTable::read(&mbuf); // what the application sees, any time
 //! let counted: u64 = flows.iter().map(|(_, packets, _)| packets).sum();
-//! let ip = pkts.iter().filter(|p| flowkey::parse(p.link_type, &p.data).is_some()).count();
+//! let ip = pkts.iter().filter(|p| netsift_wire::flow::parse(p.link_type, &p.data).is_some()).count();
 //! assert_eq!(counted + FlowTable::overflow(&mbuf).0, ip as u64); // ARP is not counted
 //! ```
 
 use netsift_capture::Timestamp;
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
-use crate::classes::flowkey::{self, FlowKey5};
+use crate::classes::flowkey::FlowKey5;
 use crate::mbuf::MBuf;
+use netsift_wire::flow;
 
 /// Words before the first bucket.
 pub const HEADER_WORDS: usize = 4;
@@ -141,9 +142,9 @@ pub struct FlowCount {
 
 impl Filter for FlowCount {
     fn process(&mut self, pkt: &Pkt<'_>, mbuf: &MBuf) -> Verdict {
-        let counted = flowkey::parse(pkt.link_type, pkt.data)
-            .filter(|p| self.protos.admits(p.key.proto))
-            .map(|p| FlowTable::count(mbuf, &p.key, pkt.wire_len, pkt.timestamp));
+        let counted = flow::parse(pkt.link_type, pkt.data)
+            .filter(|p| self.protos.admits(p.key.proto.0))
+            .map(|p| FlowTable::count(mbuf, &p.key.into(), pkt.wire_len, pkt.timestamp));
         let result = match counted {
             Some(Some(bucket)) => u32::try_from(bucket + 1).unwrap_or(u32::MAX),
             _ => 0,

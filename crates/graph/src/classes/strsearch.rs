@@ -4,7 +4,7 @@
 //! anywhere among them. By default the search covers the payload: the bytes after the TCP, UDP
 //! or SCTP header (after the IP header for other protocols and for non-first fragments) up to
 //! the end of the IP datagram, without link-layer padding (see
-//! [`flowkey`]); packets that are not IPv4/IPv6 are not searched and
+//! [`netsift_wire::flow`]); packets that are not IPv4/IPv6 are not searched and
 //! dropped. With `whole` the search covers every captured byte from the link-layer header on.
 //! Only the captured bytes are searched: a pattern cut by the snap length does not match.
 //!
@@ -32,8 +32,8 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
-use crate::classes::flowkey;
 use crate::mbuf::MBuf;
+use netsift_wire::flow;
 
 /// The most patterns one instance takes.
 pub const MAX_PATTERNS: usize = 64;
@@ -279,8 +279,8 @@ impl Filter for StrSearch {
         let hay = if self.whole {
             pkt.data
         } else {
-            match flowkey::parse(pkt.link_type, pkt.data) {
-                Some(p) => pkt.data.get(p.payload..p.end).unwrap_or(&[]),
+            match flow::parse(pkt.link_type, pkt.data) {
+                Some(p) => p.payload(pkt.data),
                 None => return Verdict::Drop,
             }
         };
@@ -332,7 +332,7 @@ mod tests {
         let mut rng = XorShift64::new(seed);
         let mut pkts = mixed_traffic(seed, 2000);
         for p in pkts.iter_mut() {
-            let Some(x) = flowkey::parse(p.link_type, &p.data) else {
+            let Some(x) = flow::parse(p.link_type, &p.data) else {
                 continue;
             };
             let room = x.end - x.payload;
@@ -363,7 +363,7 @@ mod tests {
             let v = run(f.as_mut(), &pkts, &m);
             let mut counts = [0u64; 4];
             for (p, v) in pkts.iter().zip(&v) {
-                let hay = flowkey::parse(p.link_type, &p.data)
+                let hay = flow::parse(p.link_type, &p.data)
                     .map(|x| &p.data[x.payload..x.end])
                     .unwrap_or(&[]);
                 let (first, occurs) = naive(&pats, hay);
@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(go(&mut f, d), Verdict::Drop);
         // Straddling the TCP header and the payload: not in the payload.
         let d = tcp(b"IL!");
-        let at = flowkey::parse(LinkType::ETHERNET, &d).unwrap().payload;
+        let at = flow::parse(LinkType::ETHERNET, &d).unwrap().payload;
         let hdr_tail = d[at - 2..at].to_vec();
         let mut f2 = filter(
             &StrSearchClass,

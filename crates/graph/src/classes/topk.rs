@@ -36,9 +36,10 @@ use std::collections::HashMap;
 use netsift_capture::Timestamp;
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
-use crate::classes::flowkey::{self, FlowKey5};
+use crate::classes::flowkey::FlowKey5;
 use crate::classes::number_arg;
 use crate::mbuf::MBuf;
+use netsift_wire::flow;
 
 /// The most flows a `topk` instance tracks.
 pub const MAX_FLOWS: usize = 1 << 18;
@@ -186,7 +187,7 @@ impl TopKFilter {
 
 impl Filter for TopKFilter {
     fn process(&mut self, pkt: &Pkt<'_>, mbuf: &MBuf) -> Verdict {
-        let Some(p) = flowkey::parse(pkt.link_type, pkt.data) else {
+        let Some(p) = flow::parse(pkt.link_type, pkt.data) else {
             return Verdict::Pass {
                 result: 0,
                 keep: None,
@@ -196,7 +197,7 @@ impl Filter for TopKFilter {
             mbuf.set(0, self.k as u64);
         }
         mbuf.add(1, 1);
-        let rank = self.count(p.key, pkt.wire_len, pkt.timestamp, mbuf);
+        let rank = self.count(p.key.into(), pkt.wire_len, pkt.timestamp, mbuf);
         Verdict::Pass {
             result: rank.map_or(0, |r| u32::try_from(r + 1).unwrap_or(u32::MAX)),
             keep: None,
@@ -239,8 +240,8 @@ mod tests {
     fn reference(pkts: &[Packet]) -> Vec<(FlowKey5, u64, u64)> {
         let mut m: HashMap<FlowKey5, (u64, u64)> = HashMap::new();
         for p in pkts {
-            if let Some(x) = flowkey::parse(p.link_type, &p.data) {
-                let e = m.entry(x.key).or_default();
+            if let Some(x) = flow::parse(p.link_type, &p.data) {
+                let e = m.entry(x.key.into()).or_default();
                 e.0 += 1;
                 e.1 += u64::from(p.wire_len);
             }
@@ -320,9 +321,10 @@ mod tests {
                 assert!(want.contains(g), "{g:?} is not exact");
             }
             // The last packet's result is its flow's rank + 1 (or 0).
-            let last = flowkey::parse(LinkType::ETHERNET, &pkts[pkts.len() - 1].data)
+            let last: FlowKey5 = flow::parse(LinkType::ETHERNET, &pkts[pkts.len() - 1].data)
                 .unwrap()
-                .key;
+                .key
+                .into();
             let rank = got.iter().position(|g| g.0 == last).map_or(0, |r| r + 1);
             assert_eq!(
                 v[v.len() - 1],
