@@ -1,6 +1,6 @@
 //! The C API of the `netsiftd` client: `libnetsift_client.so.0`.
 //!
-//! A thin layer over [`netsift_daemon::client`]: a `netsift_client` is a boxed [`Client`], a
+//! A thin layer over [`netsift_daemon_client::client`]: a `netsift_client` is a boxed [`Client`], a
 //! `netsift_flow` a boxed [`Flow`]; the declarations and the contract of every function are
 //! in `include/netsift_client.h`, which is the reference for C programmers.
 //!
@@ -14,7 +14,7 @@
 //! `NETSIFT_ERRBUF_SIZE` buffer when it gets one.
 //!
 //! `netsift_next` lends the packet without copying it under slow-reader preference: the
-//! [`Delivered`](netsift_graph::buffer::Delivered) that [`Reader::next`] returns borrows the
+//! [`Delivered`](netsift_daemon_client::Delivered) that [`Reader::next`] returns borrows the
 //! reader, but the bytes it points to are a PBuf slot that the daemon does not reuse until the
 //! reader releases the entry ([`Reader::release`]), so the raw pointer outlives the borrow
 //! until `netsift_release` or `netsift_close`. Under fast-reader preference the bytes are the
@@ -33,8 +33,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 use std::time::Duration;
 
-use netsift_daemon::client::{Client, Flow, OpenOptions};
-use netsift_graph::buffer::{Preference, Reader};
+use netsift_daemon_client::{Client, Flow, OpenOptions, Preference, Reader};
 
 /// The size of a caller's error buffer (`NETSIFT_ERRBUF_SIZE`).
 pub const NETSIFT_ERRBUF_SIZE: usize = 1024;
@@ -385,7 +384,7 @@ fn mbuf_word(
     f: &netsift_flow,
     filter: c_uint,
     word: c_uint,
-) -> Option<(&netsift_graph::MBuf, usize)> {
+) -> Option<(&netsift_daemon_client::MBuf, usize)> {
     let m = f.flow.mbuf(filter as usize)?;
     let word = word as usize;
     (word < m.words()).then_some((m, word))

@@ -14,22 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use netsift_capture::{LinkType, Packet, Timestamp};
+use netsift_capture::{LinkType, Packet};
 
 use crate::mbuf::MBuf;
 
-/// A packet as filters see it.
-#[derive(Clone, Copy, Debug)]
-pub struct Pkt<'a> {
-    /// The captured bytes (possibly cut by an upstream `snap`).
-    pub data: &'a [u8],
-    /// The length on the wire.
-    pub wire_len: u32,
-    /// When it was captured.
-    pub timestamp: Timestamp,
-    /// The link type of `data`.
-    pub link_type: LinkType,
-}
+pub use netsift_ring::Pkt;
 
 /// What a filter does with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

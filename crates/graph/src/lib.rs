@@ -17,20 +17,22 @@
 //!   are one instance), flows and their life cycle, the capture loop.
 //! - [`dot`]: the instantiated graph as Graphviz (the paper's Fig. 3).
 //! - [`shm`]: buffers in memory files, mapped by other processes (`netsiftd` and its clients).
+//!
+//! [`buffer`], [`mbuf`] and [`shm`] are the `netsift-ring` crate's, re-exported: the daemon's
+//! clients read them with no filter engine linked.
 
 #![deny(missing_docs)]
 
-pub mod buffer;
 pub mod class;
 pub mod classes;
 pub mod dataflow;
 pub mod dot;
 pub mod engines;
 pub mod lang;
-pub mod mbuf;
 pub mod policy;
 pub mod runtime;
-pub mod shm;
+
+pub use netsift_ring::{buffer, mbuf, shm};
 
 pub use class::{Arg, Filter, FilterClass, Instance, Pkt, Polled, Registry, Source, Verdict};
 pub use mbuf::MBuf;

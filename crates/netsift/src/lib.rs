@@ -11,7 +11,9 @@
 //! - [`swift`]: the Swift filter of passes, updated in place;
 //! - [`classify`]: rule-set classification (ClassBench rules and traces, linear and HiCuts);
 //! - [`client`]: the application side of `netsiftd` — open flows in the daemon and read their
-//!   packets from shared memory, with no system call per packet;
+//!   packets from shared memory, with no system call per packet (the daemon's client library
+//!   alone: the server and its filter graph are not linked);
+//! - [`ring`]: the shared-memory buffers the client reads (PBuf, IBuf, MBuf, memory files);
 //! - [`Filter`] and [`Engine`]: the meta filter, which runs a program with the best engine
 //!   available and logs the choice.
 
@@ -21,9 +23,10 @@
 pub use netsift_bpf as bpf;
 pub use netsift_capture as capture;
 pub use netsift_classify as classify;
-pub use netsift_daemon::client;
+pub use netsift_daemon_client::client;
 pub use netsift_jit as jit;
 pub use netsift_lang as lang;
+pub use netsift_ring as ring;
 pub use netsift_swift as swift;
 pub use netsift_wire as wire;
 

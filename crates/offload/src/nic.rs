@@ -358,8 +358,8 @@ mod tests {
     use super::*;
     use crate::rule::tests::tcp4;
     use crate::rule::{Family, Match, PROTO_TCP, PROTO_UDP};
-    use netsift_capture::{LinkType, Timestamp};
     use netsift_capture::generate::FrameBuilder;
+    use netsift_capture::{LinkType, Timestamp};
 
     fn packet(frame: Vec<u8>) -> Packet {
         Packet::new(frame, Timestamp::ZERO, LinkType::ETHERNET)

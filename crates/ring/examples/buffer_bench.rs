@@ -3,7 +3,7 @@
 //! of them (touching its bytes), on one thread, for both buffer-management policies.
 //!
 //! ```text
-//! cargo run --release -p netsift-graph --example buffer_bench [PACKETS]
+//! cargo run --release -p netsift-ring --example buffer_bench [PACKETS]
 //! ```
 //!
 //! One thread interleaves the writer and the readers in batches of 256 packets, the way a
@@ -14,8 +14,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use netsift_capture::{LinkType, Timestamp};
-use netsift_graph::Pkt;
-use netsift_graph::buffer::{Group, Preference};
+use netsift_ring::Pkt;
+use netsift_ring::buffer::{Group, Preference};
 
 const BATCH: usize = 256;
 

@@ -2,7 +2,7 @@
 //! memory.
 //!
 //! ```no_run
-//! use netsift_daemon::client::{Client, OpenOptions};
+//! use netsift_daemon_client::client::{Client, OpenOptions};
 //!
 //! let client = Client::connect_default()?;
 //! let mut flow = client.open(r#"(device,"eth0") -> (bpf,"udp port 53")"#, &OpenOptions::default())?;
@@ -13,7 +13,7 @@
 //!     }
 //!     flow.reader().release(); // once per batch: no system call per packet
 //! }
-//! # Ok::<(), netsift_daemon::client::ClientError>(())
+//! # Ok::<(), netsift_daemon_client::client::ClientError>(())
 //! ```
 //!
 //! A [`Flow`]'s reader is a [`Reader`] over the group's PBuf and the flow's IBuf mapped
@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use netsift_capture::LinkType;
-use netsift_graph::MBuf;
-use netsift_graph::buffer::Reader;
-use netsift_graph::shm::Region;
+use netsift_ring::MBuf;
+use netsift_ring::buffer::Reader;
+use netsift_ring::shm::Region;
 
 pub use crate::proto::OpenOptions;
 use crate::proto::{Reply, Request, words};

@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use netsift_graph::buffer::Preference;
+use netsift_ring::buffer::Preference;
 
 /// How a flow asks to be buffered (the group's PBuf settings are taken from the group's first
 /// flow).
