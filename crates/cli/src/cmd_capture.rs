@@ -14,13 +14,14 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
-use netsift::Filter;
-use netsift::bpf::{Insn, Program, Rules};
+use netsift::bpf::{Insn, Program};
 use netsift::capture::live::{
     AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Direction, Fanout, FanoutMode, Flow, SockFilter,
     Source, SourceStats, TimestampSource, XdpAttachMode,
 };
 use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
+use netsift::filter::Input as FilterInput;
+use netsift::{Filter, Target};
 
 use crate::sink::{self, Next, Rotating, Rotation};
 use crate::{expr, kernel, output, program, signals};
@@ -178,7 +179,7 @@ struct Counts {
 const SNAPLEN_DEFAULT: u32 = 262_144;
 
 /// Run `netsift capture`.
-pub fn run(mut args: Args) -> Result<ExitCode> {
+pub fn run(args: Args) -> Result<ExitCode> {
     signals::install();
     if args.engine == program::EngineArg::Swift {
         bail!("--engine swift is available for `netsift filter`; `capture` runs bpf, jit or ebpf");
@@ -202,23 +203,28 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     if args.engine == program::EngineArg::Ebpf && args.source != SourceKind::Afpacket {
         bail!("--engine ebpf attaches the filter to the AF_PACKET socket: use --source afpacket");
     }
+    // The engine in user space: with --engine ebpf the kernel runs the filter on the socket
+    // and the interpreter takes the snap length of what it passed.
+    let user_engine = match args.engine {
+        program::EngineArg::Ebpf => program::EngineArg::Bpf,
+        e => e,
+    };
     let mut input;
     // The XDP attachment of --xdp: detached when dropped, at the end of `run` (also after
     // Ctrl-C, which ends the capture loop) or by the kernel when the process dies.
     let mut xdp_link: Option<netsift_ebpf::Link> = None;
     let mut kernel_note = String::new();
-    let filter: Option<Filter>;
+    let mut filter: Option<Filter>;
     let (link_type, precision) = match (&args.iface, &args.read) {
         (Some(iface), _) => {
             // Compile first: the kernel pre-filter is part of the socket's setup.
+            let target = args
+                .compile
+                .target(Target::live(LinkType::ETHERNET, snaplen))?;
             let program = if text.trim().is_empty() {
                 None
             } else {
-                let mut ctx = args
-                    .compile
-                    .context(Some((LinkType::ETHERNET, snaplen, false)))?;
-                ctx.target = netsift::lang::Target::Live;
-                let p = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
+                let p = expr::compile_or_report(&text, &target)?;
                 if uses_ancillary(&p) {
                     bail!(
                         "this filter reads Linux ancillary data (inbound, outbound, ifindex); netsift \
@@ -240,7 +246,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
                 xdp_link = Some(link);
             }
             filter = program
-                .map(|p| Filter::new(p, Rules::Libpcap, args.engine.engine()))
+                .map(|p| program::build(FilterInput::Program(&p), &target, user_engine))
                 .transpose()?;
             input = Input::Live(src);
             (LinkType::ETHERNET, Precision::Nano)
@@ -248,15 +254,15 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         (None, Some(path)) => {
             let reader = CaptureReader::open(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            let (lt, file_snap, swapped) = expr::capture_target(&reader);
+            let file = Target::for_capture(&reader);
+            let lt = file.link_type;
             filter = if text.trim().is_empty() {
                 None
             } else {
-                let ctx =
-                    args.compile
-                        .context(Some((lt, snaplen.min(file_snap.max(1)), swapped)))?;
-                let p = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
-                Some(Filter::new(p, Rules::Libpcap, args.engine.engine())?)
+                let target = args
+                    .compile
+                    .target(file.with_snaplen(snaplen.min(file.snaplen.max(1))))?;
+                Some(program::expression(&text, &target, user_engine)?)
             };
             let precision = match reader.format() {
                 netsift::capture::Format::Pcap { precision, .. } => precision,
@@ -293,9 +299,6 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         None => None,
     };
     let quiet = args.quiet;
-    if let Some(f) = &filter {
-        program::report_fallback(f, args.engine);
-    }
     if !quiet {
         let what = match &input {
             Input::Live(s) => format!("listening on {}", s.describe()),
@@ -329,7 +332,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     let limit = args.count;
     while !done && !signals::stopped() {
         let mut handle = |p: PacketRef<'_>| -> Flow {
-            let verdict = match &filter {
+            let verdict = match &mut filter {
                 Some(f) => f.run(p.data, p.wire_len),
                 None => snaplen,
             };

@@ -5,10 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use netsift::Target;
 use netsift::bpf::asm;
-use netsift::capture::CaptureReader;
+use netsift::capture::{CaptureReader, LinkType};
 
 use crate::expr;
+use crate::program::DEFAULT_SNAPLEN;
 
 /// What to print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -41,17 +43,17 @@ pub struct Args {
 }
 
 /// Run `netsift compile`.
-pub fn run(mut args: Args) -> Result<ExitCode> {
+pub fn run(args: Args) -> Result<ExitCode> {
     let text = args.expr.join(" ");
-    let file = match &args.read {
+    let base = match &args.read {
         Some(path) => {
             let reader = CaptureReader::open(path)
                 .with_context(|| format!("cannot read {}", path.display()))?;
-            Some(expr::capture_target(&reader))
+            Target::for_capture(&reader)
         }
-        None => None,
+        None => Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN),
     };
-    let ctx = args.compile.context(file)?;
+    let target = args.compile.target(base)?;
     match args.dump {
         Some(Dump::Ast) => {
             let ast = expr::parse_or_report(&text)?;
@@ -59,13 +61,13 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Dump::Pred) => {
-            let pred = expr::lower_or_report(&text, &ctx)?;
+            let pred = expr::lower_or_report(&text, &target)?;
             println!("{pred}");
             return Ok(ExitCode::SUCCESS);
         }
         Some(Dump::Bpf) => {
             for optimize in [false, true] {
-                let p = expr::compile_or_report(&text, &ctx, optimize)?;
+                let p = expr::compile_or_report(&text, &target.with_optimize(optimize))?;
                 println!(
                     "; {} ({} instructions)",
                     if optimize { "optimised" } else { "unoptimised" },
@@ -77,7 +79,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
         }
         None => {}
     }
-    let program = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
+    let program = expr::compile_or_report(&text, &target)?;
     let format = match args.d {
         0 | 1 => asm::Format::Asm,
         2 => asm::Format::C,

@@ -8,11 +8,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use netsift::bpf::Rules;
-use netsift::capture::{CaptureReader, LinkType, Packet};
-use netsift::lang::Context as FilterContext;
-use netsift::{Engine, Filter};
 
+use netsift::capture::{CaptureReader, LinkType, Packet};
+use netsift::{Choice, Engine, Filter, Target};
+
+use crate::program::{self, DEFAULT_SNAPLEN, EngineArg};
 use crate::{expr, output, sample};
 
 /// Flags of `netsift demo`.
@@ -62,21 +62,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "filter", "insns", "packets", "bytes", "interp ns", "JIT ns"
     )?;
     let mut firsts = Vec::new();
-    let ctx = FilterContext::new(LinkType::ETHERNET);
+    let target = Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN);
     for expr in FILTERS {
-        let program = expr::compile_or_report(expr, &ctx, true)?;
-        let insns = program.len();
-        let filter = Filter::new(program.clone(), Rules::Libpcap, Engine::Bpf)?;
-        let jit = Filter::new(program, Rules::Libpcap, Engine::Jit)?;
-        let (matched, bytes) = count(&filter, &packets);
+        let mut filter = program::expression(expr, &target, EngineArg::Bpf)?;
+        let insns = filter.program().map_or(0, |p| p.len());
+        let mut jit = Filter::compile(expr, &target, Choice::only(Engine::Jit))?;
+        let (matched, bytes) = count(&mut filter, &packets);
         assert_eq!(
-            count(&jit, &packets),
+            count(&mut jit, &packets),
             (matched, bytes),
             "the engines disagree"
         );
-        let ns = time_per_packet(&filter, &packets);
+        let ns = time_per_packet(&mut filter, &packets);
         let jit_ns = if jit.engine() == Engine::Jit {
-            format!("{:.1}", time_per_packet(&jit, &packets))
+            format!("{:.1}", time_per_packet(&mut jit, &packets))
         } else {
             "-".into()
         };
@@ -88,7 +87,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             firsts.push((expr, filter));
         }
     }
-    for (expr, filter) in firsts {
+    for (expr, mut filter) in firsts {
         writeln!(out, "\nfirst packets matching `{expr}`:")?;
         for p in packets
             .iter()
@@ -113,9 +112,9 @@ fn offload(out: &mut impl Write, packets: &[Packet]) -> Result<()> {
     use netsift_offload::compile::{Options, compile};
     use netsift_offload::nic::EmulatedNic;
     let expr = "tcp port 80";
-    let pred = expr::lower_or_report(expr, &FilterContext::new(LinkType::ETHERNET))?;
-    let program = expr::compile_or_report(expr, &FilterContext::new(LinkType::ETHERNET), true)?;
-    let filter = Filter::new(program, Rules::Libpcap, Engine::Bpf)?;
+    let target = Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN);
+    let pred = expr::lower_or_report(expr, &target)?;
+    let mut filter = program::expression(expr, &target, EngineArg::Bpf)?;
     writeln!(
         out,
         "\nin the NIC: `{expr}` as flow rules (emulated NIC, 4 RX queues):"
@@ -198,7 +197,7 @@ fn flows(out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-fn count(filter: &Filter, packets: &[Packet]) -> (usize, u64) {
+fn count(filter: &mut Filter, packets: &[Packet]) -> (usize, u64) {
     packets
         .iter()
         .filter(|p| filter.run(&p.data, p.wire_len) != 0)
@@ -206,7 +205,7 @@ fn count(filter: &Filter, packets: &[Packet]) -> (usize, u64) {
 }
 
 /// Mean time per packet over enough rounds to take a few milliseconds.
-fn time_per_packet(filter: &Filter, packets: &[Packet]) -> f64 {
+fn time_per_packet(filter: &mut Filter, packets: &[Packet]) -> f64 {
     let rounds = 200;
     let mut results = Vec::with_capacity(packets.len());
     let start = Instant::now();

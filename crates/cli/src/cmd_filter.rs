@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use netsift::Filter;
+use netsift::Target;
 use netsift::capture::{CaptureReader, LinkType, PacketRef, Precision};
 
 use crate::sink::{Format, Writer};
-use crate::{expr, kernel, output, program};
+use crate::{expr, output, program};
 
 /// Flags of `netsift filter`.
 #[derive(clap::Args, Debug)]
@@ -49,75 +49,21 @@ pub struct Args {
     expr: Vec<String>,
 }
 
-/// The engine running the filter.
-enum Runner {
-    Bpf(Filter),
-    /// A Swift reader, and the writer that keeps its filter alive.
-    Swift(
-        netsift::swift::Reader,
-        #[allow(dead_code)] netsift::swift::Writer,
-    ),
-    /// The kernel, through `BPF_PROG_TEST_RUN`.
-    Ebpf(Box<kernel::TestRunner>),
-}
-
-impl Runner {
-    fn run(&mut self, data: &[u8], wire_len: u32) -> Result<u32> {
-        Ok(match self {
-            Runner::Bpf(f) => f.run(data, wire_len),
-            Runner::Swift(r, _) => r.run(data, wire_len),
-            Runner::Ebpf(k) => k.run(data, wire_len)?,
-        })
-    }
-}
-
 /// Run `netsift filter`.
-pub fn run(mut args: Args) -> Result<ExitCode> {
+pub fn run(args: Args) -> Result<ExitCode> {
     if !args.expr.is_empty() && args.program.is_some() {
         bail!("give either a filter expression or --program, not both");
     }
     let mut reader = CaptureReader::open(&args.read)
         .with_context(|| format!("cannot read {}", args.read.display()))?;
-    let mut filter: Runner = match (&args.program, args.expr.is_empty()) {
-        (Some(_), _) if args.engine == program::EngineArg::Swift => {
-            bail!("--engine swift runs filter expressions, not classic BPF programs")
-        }
-        (Some(path), _) => Runner::Bpf(program::load(path, args.engine.engine())?),
-        (None, true) => Runner::Bpf(program::accept_all(args.engine.engine())),
-        (None, false) => {
-            // Compiled as `tcpdump -r FILE EXPR` compiles it: the file's link type and snap
-            // length, and libpcap's savefile meanings.
-            let text = args.expr.join(" ");
-            let ctx = args.compile.context(Some(expr::capture_target(&reader)))?;
-            if args.engine == program::EngineArg::Swift {
-                let pred = expr::lower_or_report(&text, &ctx)?;
-                let spec = netsift::swift::from_pred::from_pred(&pred)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                let (mut w, r) = netsift::swift::open(ctx.snaplen);
-                spec.load(&mut w).map_err(|e| anyhow::anyhow!("{e}"))?;
-                Runner::Swift(r, w)
-            } else {
-                let prog = expr::compile_or_report(&text, &ctx, !args.compile.no_optimize)?;
-                Runner::Bpf(Filter::new(
-                    prog,
-                    netsift::bpf::Rules::Libpcap,
-                    args.engine.engine(),
-                )?)
-            }
-        }
+    // Compiled as `tcpdump -r FILE EXPR` compiles it: the file's link type and snap length,
+    // and libpcap's savefile meanings.
+    let target = args.compile.target(Target::for_capture(&reader))?;
+    let mut filter = match (&args.program, args.expr.is_empty()) {
+        (Some(path), _) => program::load(path, &target, args.engine)?,
+        (None, true) => program::accept_all(&target, args.engine)?,
+        (None, false) => program::expression(&args.expr.join(" "), &target, args.engine)?,
     };
-    if let Runner::Bpf(f) = &filter {
-        program::report_fallback(f, args.engine);
-    }
-    if args.engine == program::EngineArg::Ebpf
-        && let Runner::Bpf(f) = filter
-    {
-        // The kernel filter runs in its interpreter the packets the kernel's test run does not
-        // take.
-        let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
-        let classic = f.program().clone();
-        filter = Runner::Ebpf(Box::new(kernel::TestRunner::new(&classic, lt)?));
-    }
     let snaplen = reader.snaplen().unwrap_or(program::DEFAULT_SNAPLEN);
     let precision = match reader.format() {
         netsift::capture::Format::Pcap { precision, .. } => precision,
@@ -141,7 +87,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
                 break;
             }
         };
-        let result = filter.run(packet.data, packet.wire_len)?;
+        let result = filter.run(packet.data, packet.wire_len);
         if args.verdicts {
             writeln!(out, "{index} {result}")?;
         }
@@ -193,9 +139,7 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     if let Some(s) = sink {
         s.finish()?;
     }
-    if let Runner::Ebpf(k) = &filter
-        && let Some(line) = k.report()
-    {
+    if let Some(line) = filter.report() {
         eprintln!("netsift: {line}");
     }
     if let Some(e) = failure {

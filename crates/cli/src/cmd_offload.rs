@@ -8,10 +8,11 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::program::DEFAULT_SNAPLEN;
 use anyhow::{Context as _, Result, anyhow, bail};
-use netsift::bpf::{Filter, Rules, compile};
 use netsift::capture::{CaptureReader, LinkType};
-use netsift::lang::Context;
+use netsift::filter::Input;
+use netsift::{Choice, Filter, Target};
 use netsift_offload::compile::{Options, Role, compile as offload};
 use netsift_offload::ethtool::{self, Verb};
 use netsift_offload::nic::EmulatedNic;
@@ -100,8 +101,9 @@ pub fn run(mut args: Args) -> Result<ExitCode> {
     if text_expr.trim().is_empty() && args.rules.is_none() && args.control.is_none() {
         bail!("give a filter expression, --rules FILE or --control SOCKET");
     }
-    let ctx = Context::new(LinkType::ETHERNET);
-    let pred = expr::lower_or_report(&text_expr, &ctx)?;
+    // A NIC sees Ethernet frames, live.
+    let target = Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN);
+    let pred = expr::lower_or_report(&text_expr, &target)?;
     let mut opts = Options::new(profile);
     opts.queue = args.queue;
     opts.assume_untagged = args.assume_untagged;
@@ -260,9 +262,17 @@ fn run_capture(
             path.display()
         );
     }
-    let program = compile::compile(pred, &compile::Options::default())
-        .map_err(|e| anyhow!("`{text_expr}`: {e}"))?;
-    let filter = Filter::new(program, Rules::Libpcap)?;
+    // The residual software filter is the whole expression.
+    let target = Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN);
+    let mut filter = Filter::build(
+        Input::Pred {
+            pred,
+            expr: text_expr,
+        },
+        &target,
+        Choice::AUTO,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     let mut nic = EmulatedNic::new(queues, table);
     let (mut packets, mut accepted, mut residual_accepted) = (0u64, 0, 0);
     let mut wrong = 0u64;

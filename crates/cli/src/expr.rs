@@ -1,9 +1,15 @@
-//! Compiling filter expressions for the commands, with the flags they share.
+//! The flags shared by the commands that compile expressions, and the [`Target`] they make.
+//!
+//! Each command builds its base target where its packets come from (a capture file with
+//! [`Target::for_capture`], a live interface with [`Target::live`]); [`CompileArgs::target`]
+//! applies the flags on top. Compiling and choosing the engine is `netsift::filter`'s.
 
-use anyhow::{Result, anyhow, bail};
-use netsift::bpf::{Program, compile};
-use netsift::capture::{ByteOrder, CaptureReader, Format, LinkType};
-use netsift::lang::{self, Context, Resolve, Target};
+use anyhow::{Result, anyhow};
+use netsift::Target;
+use netsift::bpf::Program;
+use netsift::capture::LinkType;
+use netsift::filter::{self, Resolve};
+use netsift::lang;
 
 /// Flags shared by the commands that compile expressions.
 #[derive(clap::Args, Debug, Clone)]
@@ -13,7 +19,7 @@ pub struct CompileArgs {
     level: u8,
     /// Same as -O0.
     #[arg(long = "no-optimize", hide = true)]
-    pub no_optimize_flag: bool,
+    no_optimize_flag: bool,
     /// Link type: en10mb, linux_sll, linux_sll2, raw, ipv4, ipv6, null, loop (default en10mb; a
     /// command reading a capture uses the capture's).
     #[arg(long, value_name = "TYPE")]
@@ -29,24 +35,6 @@ pub struct CompileArgs {
     /// /etc/hosts are accepted.
     #[arg(long)]
     resolve: bool,
-    /// (set by the commands) not optimised
-    #[arg(skip)]
-    pub no_optimize: bool,
-}
-
-/// What a filter compiled for this capture is compiled for, as `tcpdump -r FILE` compiles it:
-/// the file's link type (Ethernet if it has none yet), its snap length, and whether its byte
-/// order differs from this machine's (libpcap's savefile meanings of some link-layer fields).
-pub fn capture_target<R>(reader: &CaptureReader<R>) -> (LinkType, u32, bool) {
-    let swapped = match reader.format() {
-        Format::Pcap { byte_order, .. } | Format::Pcapng { byte_order, .. } => {
-            (byte_order == ByteOrder::Little) != cfg!(target_endian = "little")
-        }
-        _ => false,
-    };
-    let lt = reader.link_type().unwrap_or(LinkType::ETHERNET);
-    let snap = reader.snaplen().unwrap_or(crate::program::DEFAULT_SNAPLEN);
-    (lt, snap, swapped)
 }
 
 fn parse_level(s: &str) -> Result<u8, String> {
@@ -58,28 +46,31 @@ fn parse_level(s: &str) -> Result<u8, String> {
 }
 
 impl CompileArgs {
-    /// The compilation context; `file` is the link type, snap length and byte-order info of a
-    /// capture the filter will run on.
-    pub fn context(&mut self, file: Option<(LinkType, u32, bool)>) -> Result<Context> {
-        self.no_optimize = self.level == 0 || self.no_optimize_flag;
-        let link_type = match (&self.linktype, file) {
-            (Some(name), _) => LinkType::from_name(name)
-                .ok_or_else(|| anyhow!("unknown link type '{name}' (try en10mb, linux_sll, linux_sll2, raw, ipv4, ipv6, null, loop)"))?,
-            (None, Some((lt, _, _))) => lt,
-            (None, None) => LinkType::ETHERNET,
-        };
-        let mut ctx = Context::new(link_type);
-        ctx.optimize = !self.no_optimize;
-        ctx.snaplen = self.snaplen.or(file.map(|f| f.1)).unwrap_or(262_144);
-        if let Some((_, _, swapped)) = file {
-            ctx.target = Target::Savefile { swapped };
+    /// Whether to optimise (`-O1`, the default).
+    pub fn optimize(&self) -> bool {
+        self.level != 0 && !self.no_optimize_flag
+    }
+
+    /// `base` (where the packets come from) with the flags applied.
+    pub fn target(&self, base: Target) -> Result<Target> {
+        let mut t = base
+            .with_optimize(self.optimize())
+            .with_netmask(self.netmask.map(u32::from));
+        if let Some(name) = &self.linktype {
+            t = t.with_link_type(LinkType::from_name(name).ok_or_else(|| {
+                anyhow!(
+                    "unknown link type '{name}' (try en10mb, linux_sll, linux_sll2, raw, ipv4, \
+                     ipv6, null, loop)"
+                )
+            })?);
         }
-        // libpcap reads an all-ones netmask as "unknown" (PCAP_NETMASK_UNKNOWN).
-        ctx.netmask = self.netmask.map(u32::from).filter(|&m| m != u32::MAX);
+        if let Some(n) = self.snaplen {
+            t = t.with_snaplen(n);
+        }
         if self.resolve {
-            ctx.resolve = Resolve::System;
+            t = t.with_resolve(Resolve::System);
         }
-        Ok(ctx)
+        Ok(t)
     }
 }
 
@@ -88,32 +79,12 @@ pub fn parse_or_report(text: &str) -> Result<Option<lang::ast::Expr<'_>>> {
     lang::parse(text).map_err(|e| anyhow!("{e}"))
 }
 
-/// Parse and lower, or fail with the rendered error.
-pub fn lower_or_report(text: &str, ctx: &Context) -> Result<lang::Pred> {
-    lang::compile(text, ctx).map_err(|e| anyhow!("{e}"))
+/// The meaning of `text` for `target`, or the rendered error.
+pub fn lower_or_report(text: &str, target: &Target) -> Result<lang::Pred> {
+    filter::compile(text, target).map_err(|e| anyhow!("{e}"))
 }
 
-/// Compile to classic BPF, or fail with the rendered error. The predicate is lowered for the
-/// level (`-O0` keeps every test libpcap's code generator emits: [`Context::optimize`]).
-pub fn compile_or_report(text: &str, ctx: &Context, optimize: bool) -> Result<Program> {
-    let pred = lower_or_report(text, &Context { optimize, ..*ctx })?;
-    match compile::compile(
-        &pred,
-        &compile::Options {
-            optimize,
-            snaplen: ctx.snaplen,
-        },
-    ) {
-        Ok(p) => Ok(p),
-        // Whole-filter errors point at the whole expression.
-        Err(e) => bail!(
-            "{}",
-            lang::Error::new(
-                lang::ErrorKind::Semantic,
-                e.to_string(),
-                Some(lang::Span::new(0, text.len())),
-                text
-            )
-        ),
-    }
+/// The classic BPF program of `text` for `target`, or the rendered error.
+pub fn compile_or_report(text: &str, target: &Target) -> Result<Program> {
+    filter::compile_program(text, target).map_err(|e| anyhow!("{e}"))
 }

@@ -41,6 +41,10 @@ static GLOBAL: netsift_bench::alloc::Mi = netsift_bench::alloc::Mi;
 #[derive(Parser, Debug)]
 #[command(name = "netsift", version, about, propagate_version = true)]
 struct Cli {
+    /// Log what netsift decides (which engine runs a filter and why the others could not) on
+    /// stderr; -vv logs more. `RUST_LOG` (e.g. `RUST_LOG=netsift_filter=info`) selects in detail.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -78,8 +82,30 @@ enum Command {
     Bench(cmd_bench::Args),
 }
 
+/// Logs to stderr: `RUST_LOG` if set, else netsift's decisions at `-v` (info) and `-vv`
+/// (debug), nothing otherwise.
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::new(spec),
+        _ => EnvFilter::new(match verbose {
+            0 => "off",
+            1 => "netsift_filter=info,netsift_graph=info",
+            _ => "debug",
+        }),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .with_writer(io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging(cli.verbose);
     let result = match cli.command {
         Command::Compile(args) => cmd_compile::run(args),
         Command::Filter(args) => cmd_filter::run(args),

@@ -563,7 +563,7 @@ impl Daemon {
         let link = nodes
             .last()
             .and_then(|&n| self.runtime.graph().node(n))
-            .map_or(1, |n| n.link_type.0);
+            .map_or(1, |n| n.target.link_type.0);
         let mut words = format!("flow={id} link={link}");
         if !mbufs.is_empty() {
             words.push_str(&format!(" mbufs={}", mbufs.join(",")));

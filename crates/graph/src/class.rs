@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use netsift_capture::{LinkType, Packet};
+use netsift_filter::Target;
 
 use crate::mbuf::MBuf;
 
@@ -53,6 +54,13 @@ pub trait Filter: Send {
     fn finish(&mut self, _mbuf: &MBuf) -> Result<(), String> {
         Ok(())
     }
+
+    /// The classic BPF program the filter runs, if it runs one (the expression classes do,
+    /// except `swift`): what `netsift flow` shows and the tests compare with the other entry
+    /// points. The default has none.
+    fn program(&self) -> Option<&netsift_bpf::Program> {
+        None
+    }
 }
 
 /// What polling a source gave ([`Source::poll_packet`]).
@@ -70,6 +78,13 @@ pub enum Polled {
 pub trait Source: Send {
     /// The link type of the packets.
     fn link_type(&self) -> LinkType;
+
+    /// What filters over this source's packets are compiled for: by default a live capture of
+    /// [`Source::link_type`] with libpcap's default snap length. A capture file's source gives
+    /// the file's target ([`Target::for_capture`]), as `tcpdump -r` compiles.
+    fn target(&self) -> Target {
+        Target::live(self.link_type(), netsift_filter::DEFAULT_SNAPLEN)
+    }
 
     /// The next packet, `Ok(None)` at the end of the input (a live source waits for one).
     fn next_packet(&mut self) -> Result<Option<Packet>, String>;
@@ -154,11 +169,19 @@ impl Arg {
 /// What a class needs to know to make an instance.
 #[derive(Clone, Debug, Default)]
 pub struct Context {
-    /// The link type of the packets that will reach the instance (`None`: not known yet, e.g.
-    /// for sources).
-    pub link_type: Option<LinkType>,
+    /// What the packets that will reach the instance are (their link type, snap length and
+    /// origin, from the source upstream): what an expression is compiled for. `None`: not known
+    /// yet (for sources).
+    pub target: Option<Target>,
     /// The size of the instance's MBuf in bytes (a multiple of 8 once allocated).
     pub mbuf_bytes: usize,
+}
+
+impl Context {
+    /// The link type of the packets that will reach the instance, if known.
+    pub fn link_type(&self) -> Option<LinkType> {
+        self.target.map(|t| t.link_type)
+    }
 }
 
 /// A filter class.

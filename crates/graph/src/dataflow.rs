@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use netsift_capture::{LinkType, Packet};
+use netsift_filter::{DEFAULT_SNAPLEN, Target};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Polled, Source, Verdict};
 use crate::mbuf::MBuf;
@@ -43,8 +44,8 @@ pub struct Node {
     pub mbuf: MBuf,
     /// The nodes whose packets it sees (sorted; empty for sources).
     pub upstream: Vec<NodeId>,
-    /// The link type of the packets it sees (or makes).
-    pub link_type: LinkType,
+    /// What the packets it sees (or makes) are: link type, snap length, origin.
+    pub target: Target,
     /// The instance.
     pub body: Body,
     /// How many flows use it.
@@ -208,22 +209,24 @@ impl Dataflow {
     }
 
     fn make(&mut self, spec: &Spec, upstream: Vec<NodeId>) -> Result<Node, String> {
-        // The link type is the upstream nodes' (which must agree).
-        let mut link_type = None;
+        // The target is the upstream nodes' (whose link types must agree; the first one's
+        // snap length and origin).
+        let mut target: Option<Target> = None;
         for &u in &upstream {
-            let lt = self.node(u).map(|n| n.link_type);
-            match (link_type, lt) {
-                (None, lt) => link_type = lt,
-                (Some(a), Some(b)) if a != b => {
+            let t = self.node(u).map(|n| n.target);
+            match (target, t) {
+                (None, t) => target = t,
+                (Some(a), Some(b)) if a.link_type != b.link_type => {
                     return Err(format!(
-                        "its upstream filters see different link types ({a} and {b})"
+                        "its upstream filters see different link types ({} and {})",
+                        a.link_type, b.link_type
                     ));
                 }
                 _ => {}
             }
         }
         let ctx = Context {
-            link_type,
+            target,
             mbuf_bytes: spec.mbuf.div_ceil(8) * 8,
         };
         let mbuf = if self.shared_mbufs && spec.mbuf > 0 {
@@ -232,19 +235,22 @@ impl Dataflow {
             MBuf::new(spec.mbuf)
         };
         let instance = spec.class.instantiate(&spec.args, &ctx)?;
-        let (body, link_type) = match instance {
+        let (body, target) = match instance {
             Instance::Source(s) => {
-                let lt = s.link_type();
-                (Body::Source(Some(s)), lt)
+                let t = s.target();
+                (Body::Source(Some(s)), t)
             }
-            Instance::Filter(f) => (Body::Filter(f), link_type.unwrap_or(LinkType::ETHERNET)),
+            Instance::Filter(f) => (
+                Body::Filter(f),
+                target.unwrap_or(Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN)),
+            ),
         };
         Ok(Node {
             class: Arc::clone(&spec.class),
             args: spec.args.clone(),
             mbuf,
             upstream,
-            link_type,
+            target,
             body,
             users: 0,
             seen: 0,

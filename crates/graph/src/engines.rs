@@ -2,23 +2,29 @@
 //! expressions in the tcpdump language), `classify` (a rule set) and `nic` (a queue of an
 //! emulated NIC, as a source).
 //!
-//! The expression classes compile for the link type of the packets that reach them (Ethernet
-//! when unknown) and pass a packet when the filter accepts it, with the filter's return value
-//! (the snap length) as the result and the packet cut to it downstream, as a BPF socket filter
-//! does.
+//! The expression classes compile through `netsift-filter` for the target of the packets that
+//! reach them (the source's link type, snap length and origin: a capture file compiles as
+//! `tcpdump -r` does), each with its own engine, and pass a packet when the filter accepts it,
+//! with the filter's return value (the snap length) as the result and the packet cut to it
+//! downstream, as a BPF socket filter does.
 
 use std::sync::Arc;
 
-use netsift_bpf::{Filter as Interp, Rules};
 use netsift_capture::{CaptureReader, LinkType, Packet};
 use netsift_classify::Classifier;
+use netsift_filter::{Choice, DEFAULT_SNAPLEN, Engine, Filter as FilterApi, Target};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Registry, Source, Verdict};
 use crate::mbuf::MBuf;
 
 /// Register the engine classes in `reg`.
 pub fn register(reg: &mut Registry) {
-    for engine in [Engine::Bpf, Engine::Jit, Engine::Swift, Engine::Ebpf] {
+    for engine in [
+        Engine::Interpreter,
+        Engine::Jit,
+        Engine::Swift,
+        Engine::Ebpf,
+    ] {
         reg.register(Arc::new(ExprClass(engine)));
     }
     reg.register(Arc::new(ClassifyClass));
@@ -26,26 +32,7 @@ pub fn register(reg: &mut Registry) {
     reg.register(Arc::new(NicClass));
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Engine {
-    Bpf,
-    Jit,
-    Swift,
-    Ebpf,
-}
-
 struct ExprClass(Engine);
-
-fn pred_for(expr: &str, ctx: &Context) -> Result<netsift_lang::Pred, String> {
-    let lt = ctx.link_type.unwrap_or(LinkType::ETHERNET);
-    netsift_lang::compile(expr, &netsift_lang::Context::new(lt)).map_err(|e| e.to_string())
-}
-
-fn classic_for(expr: &str, ctx: &Context) -> Result<netsift_bpf::Program, String> {
-    let pred = pred_for(expr, ctx)?;
-    netsift_bpf::compile::compile(&pred, &netsift_bpf::compile::Options::default())
-        .map_err(|e| format!("`{expr}`: {e}"))
-}
 
 /// The verdict of a BPF-style return value on a packet of `len` bytes.
 fn snap_verdict(ret: u32, len: usize) -> Verdict {
@@ -62,7 +49,7 @@ fn snap_verdict(ret: u32, len: usize) -> Verdict {
 impl FilterClass for ExprClass {
     fn name(&self) -> &'static str {
         match self.0 {
-            Engine::Bpf => "bpf",
+            Engine::Interpreter => "bpf",
             Engine::Jit => "jit",
             Engine::Swift => "swift",
             Engine::Ebpf => "ebpf",
@@ -71,7 +58,9 @@ impl FilterClass for ExprClass {
 
     fn about(&self) -> &'static str {
         match self.0 {
-            Engine::Bpf => "a tcpdump filter expression, compiled to classic BPF and interpreted",
+            Engine::Interpreter => {
+                "a tcpdump filter expression, compiled to classic BPF and interpreted"
+            }
             Engine::Jit => "a tcpdump filter expression, compiled to native code",
             Engine::Swift => "a tcpdump filter expression as a Swift filter (updatable in place)",
             Engine::Ebpf => {
@@ -89,83 +78,29 @@ impl FilterClass for ExprClass {
         (1, 1)
     }
 
+    /// Compiles the expression for the packets that reach the instance (their link type, snap
+    /// length and origin, from the source upstream; a live Ethernet capture when unknown) and
+    /// builds it with this class's engine, through `netsift-filter`.
     fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, String> {
-        let expr = &args[0].text;
-        let f: Box<dyn Filter> = match self.0 {
-            Engine::Bpf => {
-                let p = classic_for(expr, ctx)?;
-                Box::new(BpfFilter(
-                    Interp::new(p, Rules::Libpcap).map_err(|e| e.to_string())?,
-                ))
-            }
-            Engine::Jit => {
-                let p = classic_for(expr, ctx)?;
-                Box::new(JitFilter(
-                    netsift_jit::JitFilter::new(p, Rules::Libpcap).map_err(|e| e.to_string())?,
-                ))
-            }
-            Engine::Swift => {
-                let pred = pred_for(expr, ctx)?;
-                let spec = netsift_swift::from_pred::from_pred(&pred).map_err(|e| e.to_string())?;
-                let (mut w, r) = netsift_swift::open(262_144);
-                spec.load(&mut w).map_err(|e| e.to_string())?;
-                Box::new(SwiftFilter {
-                    reader: r,
-                    _writer: w,
-                })
-            }
-            Engine::Ebpf => {
-                if ctx.link_type.is_some_and(|lt| lt != LinkType::ETHERNET) {
-                    return Err("ebpf runs on Ethernet frames only".into());
-                }
-                let p = classic_for(expr, ctx)?;
-                Box::new(EbpfFilter(
-                    netsift_ebpf::KernelFilter::new(&p, "netsift_graph")
-                        .map_err(|e| e.to_string())?,
-                ))
-            }
-        };
-        Ok(Instance::Filter(f))
+        let target = ctx
+            .target
+            .unwrap_or(Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN));
+        let filter = FilterApi::compile(&args[0].text, &target, Choice::only(self.0))
+            .map_err(|e| e.to_string())?;
+        Ok(Instance::Filter(Box::new(ExprFilter(filter))))
     }
 }
 
-struct BpfFilter(Interp);
+/// A filter of one of the expression classes: `netsift-filter`'s, whatever its engine.
+struct ExprFilter(FilterApi);
 
-impl Filter for BpfFilter {
+impl Filter for ExprFilter {
     fn process(&mut self, pkt: &Pkt<'_>, _mbuf: &MBuf) -> Verdict {
         snap_verdict(self.0.run(pkt.data, pkt.wire_len), pkt.data.len())
     }
-}
 
-struct JitFilter(netsift_jit::JitFilter);
-
-impl Filter for JitFilter {
-    fn process(&mut self, pkt: &Pkt<'_>, _mbuf: &MBuf) -> Verdict {
-        snap_verdict(self.0.run(pkt.data, pkt.wire_len), pkt.data.len())
-    }
-}
-
-struct SwiftFilter {
-    reader: netsift_swift::Reader,
-    // Keeps the filter alive (and could update it in place).
-    _writer: netsift_swift::Writer,
-}
-
-impl Filter for SwiftFilter {
-    fn process(&mut self, pkt: &Pkt<'_>, _mbuf: &MBuf) -> Verdict {
-        snap_verdict(self.reader.run(pkt.data, pkt.wire_len), pkt.data.len())
-    }
-}
-
-struct EbpfFilter(netsift_ebpf::KernelFilter);
-
-impl Filter for EbpfFilter {
-    fn process(&mut self, pkt: &Pkt<'_>, _mbuf: &MBuf) -> Verdict {
-        // A failed test run (the kernel refused the packet) rejects it.
-        snap_verdict(
-            self.0.run(pkt.data, pkt.wire_len).unwrap_or(0),
-            pkt.data.len(),
-        )
+    fn program(&self) -> Option<&netsift_bpf::Program> {
+        self.0.program()
     }
 }
 
@@ -423,7 +358,9 @@ impl FilterClass for NicClass {
             .ok_or_else(|| format!("QUEUE must be below {queues}, not `{}`", args[2].text))?;
         let reader = CaptureReader::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
         let link_type = reader.link_type().unwrap_or(LinkType::ETHERNET);
+        let target = Target::for_capture(&reader);
         Ok(Instance::Source(Box::new(NicSource {
+            target,
             reader,
             nic: netsift_offload::nic::EmulatedNic::new(queues as u16, Default::default()),
             queue: queue as u16,
@@ -433,6 +370,7 @@ impl FilterClass for NicClass {
 }
 
 struct NicSource {
+    target: Target,
     reader: CaptureReader<std::fs::File>,
     nic: netsift_offload::nic::EmulatedNic,
     queue: u16,
@@ -442,6 +380,11 @@ struct NicSource {
 impl Source for NicSource {
     fn link_type(&self) -> LinkType {
         self.link_type
+    }
+
+    /// The capture file's (the NIC delivers its packets).
+    fn target(&self) -> Target {
+        self.target
     }
 
     fn next_packet(&mut self) -> Result<Option<Packet>, String> {

@@ -678,7 +678,7 @@ impl Runtime {
         let lt = self
             .graph
             .node(src)
-            .map_or(LinkType::ETHERNET, |n| n.link_type);
+            .map_or(LinkType::ETHERNET, |n| n.target.link_type);
         let pkt = Pkt {
             data,
             wire_len,

@@ -19,7 +19,7 @@ pub mod parser;
 pub mod pred;
 pub mod span;
 
-pub use lower::{Context, Resolve, Target, lower};
+pub use lower::{Context, Origin, Resolve, lower};
 pub use parser::parse;
 pub use pred::Pred;
 

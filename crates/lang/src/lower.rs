@@ -34,9 +34,9 @@ pub enum Resolve {
     System,
 }
 
-/// Where the filter will run, which changes a few meanings (as in libpcap).
+/// Where the packets a filter runs on come from, which changes a few meanings (as in libpcap).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub enum Origin {
     /// A live capture or no capture at all (libpcap's `pcap_open_dead`): `inbound`,
     /// `outbound` and `ifindex` use Linux ancillary data on link types without a direction
     /// field; NULL/LOOP `ip6` means AF_INET6 = 10.
@@ -58,7 +58,7 @@ pub struct Context {
     /// The snap length (the value `ret` returns for accepted packets).
     pub snaplen: u32,
     /// Live or savefile.
-    pub target: Target,
+    pub origin: Origin,
     /// The IPv4 netmask for `ip broadcast`; `None` is unknown.
     pub netmask: Option<u32>,
     /// How host names are resolved.
@@ -78,7 +78,7 @@ impl Context {
         Context {
             link_type,
             snaplen: 262_144,
-            target: Target::Live,
+            origin: Origin::Live,
             netmask: None,
             resolve: Resolve::HostsFile,
             optimize: true,
@@ -854,9 +854,9 @@ impl<'a> Lower<'a> {
         let af = |l: &Self, v: u32| -> u32 {
             match l.linktype {
                 Lt::Loop => v,
-                _ => match l.ctx.target {
+                _ => match l.ctx.origin {
                     // Compared in the file's byte order.
-                    Target::Savefile { swapped } => {
+                    Origin::Savefile { swapped } => {
                         if swapped == cfg!(target_endian = "little") {
                             v
                         } else {
@@ -864,7 +864,7 @@ impl<'a> Lower<'a> {
                         }
                     }
                     // htonl(v) on the compiling host, read back big-endian.
-                    Target::Live => v.to_be(),
+                    Origin::Live => v.to_be(),
                 },
             }
         };
@@ -874,12 +874,12 @@ impl<'a> Lower<'a> {
                 let v = af(self, 2);
                 self.cmp(f, v)
             }
-            et::IPV6 => match self.ctx.target {
-                Target::Live => {
+            et::IPV6 => match self.ctx.origin {
+                Origin::Live => {
                     let v = af(self, 10);
                     self.cmp(f, v)
                 }
-                Target::Savefile { .. } => {
+                Origin::Savefile { .. } => {
                     let (a, b, c) = (af(self, 24), af(self, 28), af(self, 30));
                     let x = self.cmp(f, a);
                     let y = self.cmp(f, b);
@@ -2126,15 +2126,15 @@ impl<'a> Lower<'a> {
                         let f = self.field(self.off_linkhdr, 10, 1);
                         self.cmp(f, 4)
                     }
-                    lt => match self.ctx.target {
-                        Target::Savefile { .. } => {
+                    lt => match self.ctx.origin {
+                        Origin::Savefile { .. } => {
                             return self.err(format!(
                                 "inbound/outbound not supported on {} when reading savefiles",
                                 lt.description()
                             ));
                         }
                         // The packet type, from Linux ancillary data (never in a capture).
-                        Target::Live => self.cmp(Field::Ancillary { k: 4, size: 2 }, 4),
+                        Origin::Live => self.cmp(Field::Ancillary { k: 4, size: 2 }, 4),
                     },
                 };
                 Ok(if out { t } else { self.not(t) })
@@ -2144,12 +2144,12 @@ impl<'a> Lower<'a> {
                     let f = self.field(self.off_linkhdr, 4, 4);
                     Ok(self.cmp(f, n))
                 }
-                lt => match self.ctx.target {
-                    Target::Savefile { .. } => self.err(format!(
+                lt => match self.ctx.origin {
+                    Origin::Savefile { .. } => self.err(format!(
                         "ifindex not supported on {} when reading savefiles",
                         lt.description()
                     )),
-                    Target::Live => Ok(self.cmp(Field::Ancillary { k: 8, size: 4 }, n)),
+                    Origin::Live => Ok(self.cmp(Field::Ancillary { k: 8, size: 4 }, n)),
                 },
             },
             Other::Vlan(id) => self.vlan(id),

@@ -14,8 +14,9 @@
 //!   packets from shared memory, with no system call per packet (the daemon's client library
 //!   alone: the server and its filter graph are not linked);
 //! - [`ring`]: the shared-memory buffers the client reads (PBuf, IBuf, MBuf, memory files);
-//! - [`Filter`] and [`Engine`]: the meta filter, which runs a program with the best engine
-//!   available and logs the choice.
+//! - [`filter`]: the one filter API — the [`Target`] a filter is compiled for, compiling
+//!   expressions for it, and [`Filter`], which builds a filter with the most specialised
+//!   [`Engine`] that can serve (interpreter, JIT, Swift, eBPF) and logs the choice.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -24,12 +25,11 @@ pub use netsift_bpf as bpf;
 pub use netsift_capture as capture;
 pub use netsift_classify as classify;
 pub use netsift_daemon_client::client;
+pub use netsift_filter as filter;
 pub use netsift_jit as jit;
 pub use netsift_lang as lang;
 pub use netsift_ring as ring;
 pub use netsift_swift as swift;
 pub use netsift_wire as wire;
 
-mod engine;
-
-pub use engine::{Engine, Filter};
+pub use netsift_filter::{Choice, Engine, Filter, Target};

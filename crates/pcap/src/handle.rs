@@ -19,11 +19,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use netsift_bpf::Filter;
 use netsift_capture::live::{
     AfPacket, AfPacketConfig, Direction, Flow, LiveErrorKind, Sender, Source, TimestampSource,
 };
 use netsift_capture::{ByteOrder, CaptureReader, ErrorKind, Format, PacketRef, Timestamp};
+use netsift_filter::Filter;
 
 use crate::daemon::{self, Attempt, DaemonCapture};
 use crate::ffi::{
@@ -589,7 +589,7 @@ unsafe fn offline_step(
         }
         let snap = snapshot.unsigned_abs();
         caplen = caplen.min(snap);
-        if let Some(f) = &this.filter {
+        if let Some(f) = &mut this.filter {
             let keep = f.run(&packet.data[..caplen as usize], packet.wire_len);
             if keep == 0 {
                 return Step::Packet(false);
@@ -666,7 +666,7 @@ pub(crate) unsafe fn live_read(
             (*p).set_err("the capture is not active");
             return PCAP_ERROR;
         };
-        (&mut live.src, &(*p).filter)
+        (&mut live.src, &mut (*p).filter)
     };
     let mut n: c_int = 0;
     let mut f = |pk: PacketRef<'_>| {
@@ -782,7 +782,7 @@ pub(crate) unsafe fn daemon_read(
         }
         let (hdr, data) = {
             // SAFETY: short borrows of the capture and the filter, ended before `deliver`.
-            let (dc, filter) = unsafe { (&mut *d, &(*p).filter) };
+            let (dc, filter) = unsafe { (&mut *d, &mut (*p).filter) };
             let filtered = dc.expr.is_some();
             let Some(pk) = dc.flow.reader().next() else {
                 break;

@@ -12,8 +12,8 @@
 //! - **Savefiles** (`pcap_open_offline*`, `-` for standard input) are read by netsift's
 //!   [`CaptureReader`](netsift_capture::CaptureReader): pcap (micro- and nanosecond, either byte
 //!   order) and pcapng, with time stamps delivered at the precision the caller asked for.
-//! - **Filters** (`pcap_compile`) are compiled by netsift's compiler (`netsift_lang` and
-//!   `netsift_bpf::compile`) into libpcap-identical classic BPF, with libpcap's savefile
+//! - **Filters** (`pcap_compile`) are compiled by netsift's one filter API (`netsift_filter`,
+//!   for the handle's target) into libpcap-identical classic BPF, with libpcap's savefile
 //!   semantics for savefile handles, and run (`pcap_setfilter`) by netsift's interpreter.
 //! - **Live capture** (`pcap_create`/`pcap_activate`, `pcap_open_live`) goes through `netsiftd`
 //!   when it runs (a flow of its graph, read from shared memory; the filter runs in the daemon),
@@ -42,10 +42,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 use std::sync::atomic::Ordering;
 
-use netsift_bpf::{Filter, Insn, Program, Rules, asm};
+use netsift_bpf::{Insn, Program, asm};
 use netsift_capture::LinkType;
 use netsift_capture::live::Direction;
-use netsift_lang::{Context, Target};
+use netsift_filter::{Choice, Engine, ErrorKind, Filter, Input, Target};
 
 pub use dump::Dumper;
 use ffi::*;
@@ -717,29 +717,31 @@ pub unsafe extern "C" fn pcap_compile(
     })
 }
 
-/// Compiles `text` for the handle `p`, or gives the error message.
-fn compile_for(p: &Pcap, text: &str, optimize: bool, netmask: u32) -> Result<Program, String> {
-    let mut ctx = Context::new(LinkType(names::dlt_to_linktype(p.linktype)));
-    ctx.snaplen = p.snapshot.unsigned_abs();
+/// What a filter on the handle `p` is compiled for: its link type and snapshot length, a
+/// capture file's savefile meanings (and byte order) or a live capture's.
+fn target_of(p: &Pcap) -> Target {
+    let link_type = LinkType(names::dlt_to_linktype(p.linktype));
+    let snaplen = p.snapshot.unsigned_abs();
     if matches!(p.kind, Kind::Offline(_)) {
-        ctx.target = Target::Savefile { swapped: p.swapped };
+        Target::savefile(link_type, snaplen, p.swapped)
+    } else {
+        Target::live(link_type, snaplen)
     }
-    ctx.netmask = (netmask != PCAP_NETMASK_UNKNOWN).then_some(netmask);
-    let pred = netsift_lang::compile(text, &ctx).map_err(|e| match e.kind() {
+}
+
+/// Compiles `text` for the handle `p` at `pcap_compile`'s `optimize` level with its
+/// `netmask`, or gives the error message.
+fn compile_for(p: &Pcap, text: &str, optimize: bool, netmask: u32) -> Result<Program, String> {
+    let target = target_of(p)
+        .with_optimize(optimize)
+        .with_netmask((netmask != PCAP_NETMASK_UNKNOWN).then_some(netmask));
+    netsift_filter::compile_program(text, &target).map_err(|e| match e.kind() {
         // libpcap's words first, netsift's precise message after them.
-        netsift_lang::ErrorKind::Syntax | netsift_lang::ErrorKind::Lexical => {
+        ErrorKind::Syntax | ErrorKind::Lexical => {
             format!("can't parse filter expression: {}", e.message())
         }
         _ => e.message().to_string(),
-    })?;
-    netsift_bpf::compile::compile(
-        &pred,
-        &netsift_bpf::compile::Options {
-            optimize,
-            snaplen: ctx.snaplen,
-        },
-    )
-    .map_err(|e| e.to_string())
+    })
 }
 
 /// `int pcap_compile_nopcap(int snaplen, int linktype, struct bpf_program *fp, const char
@@ -825,14 +827,15 @@ pub unsafe extern "C" fn pcap_setfilter(p: *mut Pcap, fp: *mut BpfProgram) -> c_
                 daemon::lookup(at, program.insns())
             })
             .flatten();
-        match Filter::new(program, Rules::Libpcap) {
+        // The engine is netsift-filter's choice (the JIT where it runs).
+        match Filter::build(Input::Program(&program), &target_of(this), Choice::AUTO) {
             Ok(f) if matches!(this.kind, Kind::Daemon(_)) => this.daemon_setfilter(compiled, f),
             Ok(f) => {
                 this.filter = Some(f);
                 0
             }
             Err(e) => {
-                this.set_err(&format!("BPF program is not valid: {e}"));
+                this.set_err(&format!("BPF program is not valid: {}", e.message()));
                 PCAP_ERROR
             }
         }
@@ -855,7 +858,11 @@ pub unsafe extern "C" fn pcap_offline_filter(
         let Some(program) = (unsafe { program_of(fp) }) else {
             return 0;
         };
-        let Ok(filter) = Filter::new(program, Rules::Libpcap) else {
+        // One packet: the interpreter (building native code per call would cost more than
+        // the run).
+        let target = Target::live(LinkType::ETHERNET, u32::MAX);
+        let choice = Choice::only(Engine::Interpreter);
+        let Ok(mut filter) = Filter::build(Input::Program(&program), &target, choice) else {
             return 0;
         };
         // SAFETY: `h` is valid and `pkt` holds `caplen` bytes.

@@ -5,7 +5,7 @@
 
 use netsift_bpf::{Filter, Rules, compile};
 use netsift_capture::{ByteOrder, CaptureReader, Format};
-use netsift_lang::{Context, Target, compile as front};
+use netsift_lang::{Context, Origin, compile as front};
 use netsift_testkit::{corpus, data, oracle};
 
 /// Expressions where netsift deliberately differs from libpcap 1.10.3, with the reason.
@@ -167,7 +167,7 @@ fn apply_table_with_savefile_semantics() {
         };
         let mut ctx = Context::new(lt);
         ctx.snaplen = snaplen;
-        ctx.target = Target::Savefile { swapped };
+        ctx.origin = Origin::Savefile { swapped };
         rows += 1;
         let theirs = oracle::compile_for_file(&path, expr, optimize);
         let mine = ours(expr, &ctx, optimize);

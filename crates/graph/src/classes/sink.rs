@@ -46,7 +46,7 @@ impl FilterClass for PcapClass {
         Ok(Instance::Filter(Box::new(PcapSink {
             path: path.to_string(),
             state: State::Opened(Some(BufWriter::new(file))),
-            default_link: ctx.link_type.unwrap_or(LinkType::ETHERNET),
+            default_link: ctx.link_type().unwrap_or(LinkType::ETHERNET),
             error: None,
             lost: 0,
         })))

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use netsift_capture::generate::mixed_traffic;
 use netsift_capture::{CaptureReader, LinkType, Packet};
+use netsift_filter::Target;
 
 use crate::class::{Arg, Context, FilterClass, Instance, Polled, Source};
 use crate::classes::{number_arg, text_arg};
@@ -79,6 +80,11 @@ impl Source for FileSource {
         // A pcapng file without an interface before its first packet has no link type yet;
         // Ethernet is the usual one.
         self.reader.link_type().unwrap_or(LinkType::ETHERNET)
+    }
+
+    /// The file's: its link type, snap length and byte order (`tcpdump -r`'s meanings).
+    fn target(&self) -> Target {
+        Target::for_capture(&self.reader)
     }
 
     fn next_packet(&mut self) -> Result<Option<Packet>, String> {
