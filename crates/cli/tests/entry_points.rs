@@ -26,13 +26,20 @@ struct BpfProgram {
     bf_insns: *mut Insn,
 }
 
+type OpenDead = unsafe extern "C" fn(c_int, c_int) -> *mut c_void;
+type Compile =
+    unsafe extern "C" fn(*mut c_void, *mut BpfProgram, *const c_char, c_int, u32) -> c_int;
+type GetErr = unsafe extern "C" fn(*mut c_void) -> *mut c_char;
+type FreeCode = unsafe extern "C" fn(*mut BpfProgram);
+type Close = unsafe extern "C" fn(*mut c_void);
+
 /// netsift's libpcap, loaded on its own.
 struct Shim {
-    open_dead: unsafe extern "C" fn(c_int, c_int) -> *mut c_void,
-    compile: unsafe extern "C" fn(*mut c_void, *mut BpfProgram, *const c_char, c_int, u32) -> c_int,
-    geterr: unsafe extern "C" fn(*mut c_void) -> *mut c_char,
-    freecode: unsafe extern "C" fn(*mut BpfProgram),
-    close: unsafe extern "C" fn(*mut c_void),
+    open_dead: OpenDead,
+    compile: Compile,
+    geterr: GetErr,
+    freecode: FreeCode,
+    close: Close,
 }
 
 impl Shim {
@@ -57,11 +64,11 @@ impl Shim {
         // SAFETY: the symbols are the library's functions with libpcap's signatures.
         unsafe {
             Shim {
-                open_dead: std::mem::transmute::<*mut c_void, _>(sym("pcap_open_dead")),
-                compile: std::mem::transmute::<*mut c_void, _>(sym("pcap_compile")),
-                geterr: std::mem::transmute::<*mut c_void, _>(sym("pcap_geterr")),
-                freecode: std::mem::transmute::<*mut c_void, _>(sym("pcap_freecode")),
-                close: std::mem::transmute::<*mut c_void, _>(sym("pcap_close")),
+                open_dead: std::mem::transmute::<*mut c_void, OpenDead>(sym("pcap_open_dead")),
+                compile: std::mem::transmute::<*mut c_void, Compile>(sym("pcap_compile")),
+                geterr: std::mem::transmute::<*mut c_void, GetErr>(sym("pcap_geterr")),
+                freecode: std::mem::transmute::<*mut c_void, FreeCode>(sym("pcap_freecode")),
+                close: std::mem::transmute::<*mut c_void, Close>(sym("pcap_close")),
             }
         }
     }
