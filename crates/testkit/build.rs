@@ -1,5 +1,7 @@
-//! Link libpcap, the reference implementation netsift is tested against.
+//! Link libpcap, the reference implementation netsift is tested against (feature `libpcap`).
 fn main() {
-    println!("cargo:rustc-link-lib=pcap");
+    if std::env::var_os("CARGO_FEATURE_LIBPCAP").is_some() {
+        println!("cargo:rustc-link-lib=pcap");
+    }
     println!("cargo:rerun-if-changed=build.rs");
 }

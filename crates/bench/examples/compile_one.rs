@@ -3,7 +3,7 @@
 //! with `whole`, only the whole optimised pipeline runs (as `netsift bench compile` times it).
 use std::time::Instant;
 #[global_allocator]
-static GLOBAL: netsift_bench::alloc::Mi = netsift_bench::alloc::Mi;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use netsift_bench::workload;
 

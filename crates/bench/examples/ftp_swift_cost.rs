@@ -1,5 +1,5 @@
 //! Time a Swift FTPCap filter with every data connection of the FTP workload open.
-use netsift_capture::ftp::FtpWorkload;
+use netsift_bench::ftp::FtpWorkload;
 use netsift_swift::ftpcap::{DataConn, Event, SwiftFtpCap};
 use std::time::Instant;
 

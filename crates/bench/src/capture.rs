@@ -17,8 +17,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use netsift_capture::live::Sender;
+use netsift_testkit::netns::Lab;
 
-use crate::netns::Lab;
 use crate::workload;
 
 /// One measured run.

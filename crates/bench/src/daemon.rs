@@ -44,8 +44,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use netsift_capture::live::Sender;
+use netsift_testkit::netns::{Lab, schedstat_seconds};
 
-use crate::netns::{Lab, schedstat_seconds};
 use crate::workload;
 
 /// How the suite runs.

@@ -278,7 +278,7 @@ fn compile_connections(
 
 /// The update-latency half, in a private namespace (tcx on a veth).
 fn updates(cfg: &Config) -> Result<String, String> {
-    let lab = crate::netns::Lab::new()?;
+    let lab = netsift_testkit::netns::Lab::new()?;
     let dev = lab.b.clone();
     lab.run(move || updates_in_ns(cfg, &dev))
 }

@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netsift_bpf::{Filter, Rules};
-use netsift_capture::ftp::{FtpTrace, FtpWorkload};
 use netsift_swift::ftpcap::{DataConn, Event, SwiftFtpCap, Tracker};
 
+use crate::ftp::{FtpTrace, FtpWorkload};
 use crate::libpcap::Libpcap;
 
 /// How the filter follows the data connections.

@@ -115,7 +115,7 @@ pub fn run(name: &str) -> Result<String, String> {
         "update" => crate::update::suite(&crate::update::Config::default()),
         "ftpcap" => {
             let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);
-            crate::ftpcap::suite(&netsift_capture::ftp::FtpWorkload::paper(), csv.as_deref())
+            crate::ftpcap::suite(&crate::ftp::FtpWorkload::paper(), csv.as_deref())
         }
         "classify" => {
             let csv = std::env::var_os("NETSIFT_BENCH_CSV").map(std::path::PathBuf::from);

@@ -48,7 +48,6 @@
 #![deny(unsafe_code)]
 
 mod error;
-pub mod ftp;
 pub mod generate;
 mod io;
 #[cfg(target_os = "linux")]

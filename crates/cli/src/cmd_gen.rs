@@ -17,11 +17,11 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use netsift::capture::ftp::FtpWorkload;
 use netsift::capture::generate::Mix;
 use netsift::capture::live::{Sender, foreign_address};
 use netsift::capture::{CaptureReader, LinkType, Packet, PcapWriter, Precision};
 use netsift::classify::generate;
+use netsift_bench::ftp::FtpWorkload;
 
 use crate::signals;
 
@@ -467,7 +467,7 @@ fn mix_of(args: &Args) -> Result<Mix> {
     Ok(m)
 }
 
-fn ftp_workload(args: &Args) -> Result<netsift::capture::ftp::FtpTrace> {
+fn ftp_workload(args: &Args) -> Result<netsift_bench::ftp::FtpTrace> {
     if args.servers == 0 || args.servers > 250 || args.connections == 0 {
         bail!("--ftp needs 1 to 250 --servers and at least one connection per server");
     }

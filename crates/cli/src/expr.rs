@@ -26,7 +26,7 @@ pub struct CompileArgs {
     linktype: Option<String>,
     /// Snap length returned for accepted packets (default 262144; a command reading a capture
     /// uses the capture's).
-    #[arg(long, value_name = "N")]
+    #[arg(long = "snaplen", id = "filter_snaplen", value_name = "N")]
     snaplen: Option<u32>,
     /// IPv4 netmask for `ip broadcast` (dotted quad).
     #[arg(long, value_name = "MASK")]

@@ -32,10 +32,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// mimalloc: the compiler and the tree builders allocate many small short-lived objects, which
-/// it serves 1.2–2x faster than glibc's allocator (`netsift bench compile`); through its plain
-/// entry points ([`netsift_bench::alloc`]).
+/// it serves 1.2–2x faster than glibc's allocator (`netsift bench compile`).
 #[global_allocator]
-static GLOBAL: netsift_bench::alloc::Mi = netsift_bench::alloc::Mi;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// netsift: packet filtering and capture for Linux.
 #[derive(Parser, Debug)]

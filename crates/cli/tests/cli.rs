@@ -336,11 +336,11 @@ fn gen_writes_the_ftp_workload_and_ftpcap_keeps_exactly_its_ftp_packets() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     // The same parameters in the library give the same trace: count its FTP packets.
-    let trace = netsift_capture::ftp::FtpWorkload {
+    let trace = netsift_bench::ftp::FtpWorkload {
         servers: 3,
         connections: 4,
         background_pps: 20_000,
-        ..netsift_capture::ftp::FtpWorkload::paper()
+        ..netsift_bench::ftp::FtpWorkload::paper()
     }
     .generate();
     let ftp: usize = trace.connections.iter().map(|c| c.packets + 2).sum();

@@ -487,7 +487,7 @@ impl Daemon {
                     .iter()
                     .any(|c| c.eq_ignore_ascii_case(&f.class))
                 {
-                    return Err(netsift_graph::lang::render_at(
+                    return Err(netsift_graph::lang::render(
                         graph,
                         f.class_span,
                         &format!(

@@ -600,7 +600,7 @@ fn ftpcap_in_the_kernel_follows_the_data_connections() {
     require_root();
     // The paper's workload: 10 servers x 20 passive-mode data connections in 500 Kpps of
     // background traffic.
-    let trace = netsift_capture::ftp::FtpWorkload::paper().generate();
+    let trace = netsift_bench::ftp::FtpWorkload::paper().generate();
     let mut failures = Vec::new();
     let mut runs = 0;
     let mut updates = 0;

@@ -84,42 +84,23 @@ impl Error {
         self.span
     }
 
-    /// The error with the offending source line and a caret under the span:
+    /// The error rendered under the offending source line, with carets under the span:
+    /// netsift's one caret rendering ([`netsift_lang::span::render`]).
     ///
     /// ```text
-    /// error: unknown external function `Nope`
-    ///  --> line 2, column 7
-    ///   |
-    /// 2 | R[0]=EXTERN(Nope,0,0);
-    ///   |      ^^^^^^
+    /// unknown external function `Nope` (line 2)
+    ///   R[0]=EXTERN(Nope,0,0);
+    ///               ^^^^
     /// ```
     pub fn render(&self, src: &str) -> String {
-        let mut out = format!("error: {}\n", self.message);
-        let Some(sp) = self.span else {
-            return out;
-        };
-        let line_start = src
-            .get(..sp.start.min(src.len()))
-            .and_then(|s| s.rfind('\n').map(|i| i + 1))
-            .unwrap_or(0);
-        let text = src.get(line_start..).unwrap_or("");
-        let text = text.split('\n').next().unwrap_or("").trim_end_matches('\r');
-        let num = sp.line.to_string();
-        let pad = " ".repeat(num.len());
-        let col = sp.col.max(1) as usize;
-        let line_end = line_start + text.len();
-        let width = src
-            .get(sp.start.min(line_end)..sp.end.clamp(sp.start, line_end))
-            .map_or(1, |s| s.chars().count())
-            .max(1);
-        out.push_str(&format!("{pad}--> line {}, column {}\n", sp.line, sp.col));
-        out.push_str(&format!("{pad} |\n{num} | {text}\n"));
-        out.push_str(&format!(
-            "{pad} | {}{}\n",
-            " ".repeat(col - 1),
-            "^".repeat(width)
-        ));
-        out
+        match self.span {
+            Some(sp) => netsift_lang::span::render(
+                src,
+                netsift_lang::Span::new(sp.start, sp.end),
+                &self.message,
+            ),
+            None => self.message.clone(),
+        }
     }
 }
 

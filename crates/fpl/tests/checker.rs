@@ -119,10 +119,9 @@ fn externs() {
     );
     assert_eq!(
         e.render(src),
-        "error: ".to_string()
-            + e.message()
-            + "\n --> line 2, column 15\n  |\n2 | R[1] = EXTERN(Nope, 0, 0);\n  |               ^^^^\n"
+        e.message().to_string() + " (line 2)\n  R[1] = EXTERN(Nope, 0, 0);\n                ^^^^"
     );
+    assert_eq!(e.to_string(), format!("line 2, column 15: {}", e.message()));
     // FlowCount writes 256 words: a 128-word MBuf cannot hold them.
     let e = reject("EXTERN(FlowCount, 0, 0)", 128);
     assert_eq!(e.kind(), ErrorKind::ExternParams);
@@ -150,7 +149,7 @@ fn misc_errors_render_with_a_caret() {
     let e = reject(src, 16);
     assert_eq!(
         e.render(src),
-        "error: unknown packet field `PKT.IP_PROTOCOL`\n --> line 2, column 16\n  |\n2 |     R[0] = PKT.IP_PROTOCOL;\n  |                ^^^^^^^^^^^\n"
+        "unknown packet field `PKT.IP_PROTOCOL` (line 2)\n      R[0] = PKT.IP_PROTOCOL;\n                 ^^^^^^^^^^^"
     );
     assert_eq!(reject("BREAK", 16).message(), "BREAK outside a FOR loop");
     assert_eq!(reject("R[0] = x", 16).message(), "unknown name `x`");

@@ -62,6 +62,7 @@ pub const MAX_MBUF_BYTES: usize = 64 << 20;
 
 /// A byte range `start..end` of a graph (or policy) text (the filter language's span type).
 pub use netsift_lang::Span;
+pub use netsift_lang::span::render;
 
 /// One flow: stages connected by `->`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,7 +179,7 @@ impl GraphError {
     /// The message, then the line of `text` (the text the error is about) with a caret line
     /// under the span. A text of several lines adds the line number to the message.
     pub fn render(&self, text: &str) -> String {
-        render_at(text, self.span, &self.message)
+        netsift_lang::span::render(text, self.span, &self.message)
     }
 }
 
@@ -189,60 +190,6 @@ impl fmt::Display for GraphError {
 }
 
 impl std::error::Error for GraphError {}
-
-/// The largest char boundary of `text` at or below `i`.
-fn floor_boundary(text: &str, i: usize) -> usize {
-    let mut i = i.min(text.len());
-    while !text.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// `message`, then the line of `text` holding `span.start` with carets under the span (clipped
-/// to that line; one caret for an empty span). Shared with the policy parser.
-pub fn render_at(text: &str, span: Span, message: &str) -> String {
-    let start = floor_boundary(text, span.start);
-    let end = floor_boundary(text, span.end.max(start));
-    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-    let mut out = message.trim_end().to_string();
-    if text.contains('\n') {
-        let line_no = text[..start].matches('\n').count() + 1;
-        out.push_str(&format!(" (line {line_no})"));
-    }
-    // Tabs and other whitespace become spaces so that the caret lines up; a long line is cut to
-    // about 50 characters either side of the span.
-    let chars: Vec<char> = text[line_start..line_end]
-        .chars()
-        .map(|c| if c.is_whitespace() { ' ' } else { c })
-        .collect();
-    let col = text[line_start..start].chars().count();
-    let width = text[start..end.min(line_end).max(start)]
-        .chars()
-        .count()
-        .max(1);
-    const CONTEXT: usize = 50;
-    let from = col.saturating_sub(CONTEXT);
-    let to = (col + width.min(60) + CONTEXT).min(chars.len());
-    let mut line: String = chars[from.min(to)..to].iter().collect();
-    let mut caret_col = col - from;
-    if from > 0 {
-        line.insert(0, '…');
-        caret_col += 1;
-    }
-    if to < chars.len() {
-        line.push('…');
-    }
-    let width = width.min(to.saturating_sub(col).max(1));
-    out.push_str(&format!(
-        "\n  {}\n  {}{}",
-        line.trim_end(),
-        " ".repeat(caret_col),
-        "^".repeat(width)
-    ));
-    out
-}
 
 /// Parse one graph text: one or more flows separated by `;`.
 ///

@@ -76,7 +76,8 @@
 use std::fmt;
 
 use crate::class::Arg;
-use crate::lang::{FlowSpec, ResolvedFilter, Span, render_at};
+use crate::lang::{FlowSpec, ResolvedFilter, Span};
+use netsift_lang::span::render;
 
 /// A rule as written: its line (1-based) and text (trimmed, without the comment).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -142,7 +143,7 @@ impl Denied {
     /// The message, then — when a filter is to blame — the flow text with a caret under it.
     pub fn render(&self, flow_text: &str) -> String {
         match self.span {
-            Some(span) => render_at(flow_text, span, &self.to_string()),
+            Some(span) => render(flow_text, span, &self.to_string()),
             None => self.to_string(),
         }
     }
@@ -187,7 +188,7 @@ impl PolicyError {
 
     /// The message, then the line of the policy `text` with a caret under the offending token.
     pub fn render(&self, text: &str) -> String {
-        render_at(text, self.span, &self.message)
+        render(text, self.span, &self.message)
     }
 }
 

@@ -338,7 +338,11 @@ impl Runtime {
         let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {
             let span = flow.resolved.get(at).map_or(Span::new(0, 0), |r| r.span);
             let name = flow.resolved.get(at).map_or("", |r| r.class.name());
-            FlowError::new(lang::render_at(&flow.text, span, &format!("`{name}`: {e}")))
+            FlowError::new(netsift_lang::span::render(
+                &flow.text,
+                span,
+                &format!("`{name}`: {e}"),
+            ))
         })?;
         let flow = self.flows.get_mut(&id).expect("checked above");
         // Per filter in text order: its stage's nodes in order.

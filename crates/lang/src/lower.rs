@@ -252,10 +252,6 @@ fn has_acc_op(e: &Expr<'_>) -> bool {
 
 type R<T> = Result<T, Error>;
 
-/// Where an operand of an `and` chain may leave its leading conjunct (see [`Lower::hostop`]);
-/// `None` everywhere else.
-type Lead<'s> = Option<&'s mut Option<NodeId>>;
-
 /// Most facts [`Lower`] keeps.
 const KNOWN: usize = 8;
 
@@ -391,21 +387,7 @@ impl<'a> Lower<'a> {
                 let mut ids = Stack8::new(NodeId(0));
                 let mark = self.nknown;
                 for x in chain.as_slice().iter().rev() {
-                    let id = match &x.kind {
-                        // A host or net operand of an `and` leaves its link-type test as an
-                        // operand of the chain: no node for its own conjunction.
-                        ExprKind::Primitive(p) if is_and => {
-                            self.span = p.value_span;
-                            let mut lead = None;
-                            let id = self.primitive(p, Some(&mut lead))?;
-                            if let Some(l) = lead {
-                                ids.push(l);
-                                self.learn(l);
-                            }
-                            id
-                        }
-                        _ => self.expr(x)?,
-                    };
+                    let id = self.expr(x)?;
                     ids.push(id);
                     if is_and {
                         self.learn(id);
@@ -425,7 +407,7 @@ impl<'a> Lower<'a> {
             ExprKind::Primitive(p) => {
                 // Errors about a value point at the value (`tcp port htp` → `htp`).
                 self.span = p.value_span;
-                self.primitive(p, None)
+                self.primitive(p)
             }
             ExprKind::Proto(p) => {
                 self.span = e.span;
@@ -1029,8 +1011,8 @@ impl<'a> Lower<'a> {
     // ---------------------------------------------------------------------------------------
     // Qualified values
 
-    /// A qualified value; `lead` as for [`Lower::hostop`].
-    fn primitive(&mut self, p: &ast::Primitive<'_>, lead: Lead<'_>) -> R<NodeId> {
+    /// A qualified value.
+    fn primitive(&mut self, p: &ast::Primitive<'_>) -> R<NodeId> {
         let Inherited::Qual(q) = p.qual else {
             return self.err_at(
                 "syntax error in filter expression: this value has no qualifier to inherit \
@@ -1039,7 +1021,7 @@ impl<'a> Lower<'a> {
             );
         };
         match &p.value {
-            Value::Num(v) => self.ncode(q, *v, None, lead),
+            Value::Num(v) => self.ncode(q, *v, None),
             Value::Ipv4(s) => {
                 match q.addr {
                     Some(AddrType::Port) => return self.err("'port' modifier applied to ip host"),
@@ -1054,10 +1036,10 @@ impl<'a> Lower<'a> {
                     }
                     _ => {}
                 }
-                self.ncode(q, 0, Some(s), lead)
+                self.ncode(q, 0, Some(s))
             }
-            Value::Ipv4Prefix(s, len) => self.mcode(q, s, None, *len, lead),
-            Value::Ipv4Mask(s, m) => self.mcode(q, s, Some(m), 0, lead),
+            Value::Ipv4Prefix(s, len) => self.mcode(q, s, None, *len),
+            Value::Ipv4Mask(s, m) => self.mcode(q, s, Some(m), 0),
             Value::Ipv6(s) => self.mcode6(q, s, 128),
             Value::Ipv6Prefix(s, len) => self.mcode6(q, s, *len),
             Value::Mac(s) => self.ecode(q, s),
@@ -1067,8 +1049,7 @@ impl<'a> Lower<'a> {
     }
 
     /// Numbers and dotted IPv4 addresses (`gen_ncode`).
-    /// `lead` as for [`Lower::hostop`].
-    fn ncode(&mut self, q: ast::Qual, v: u32, hid: Option<&str>, lead: Lead<'_>) -> R<NodeId> {
+    fn ncode(&mut self, q: ast::Qual, v: u32, hid: Option<&str>) -> R<NodeId> {
         let proto = q.proto;
         let (mut v, vlen) = match hid {
             None => (v, 32),
@@ -1107,7 +1088,7 @@ impl<'a> Lower<'a> {
                     mask <<= 32 - vlen;
                 }
                 let is_net = q.addr == Some(AddrType::Net);
-                self.gen_host(v, mask, proto, q.dir, is_net, lead)
+                self.gen_host(v, mask, proto, q.dir, is_net)
             }
             Some(AddrType::Port) => {
                 let pp = self.port_qual(proto, "port")?;
@@ -1139,15 +1120,8 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// `a.b.c.d/len` and `a.b.c.d mask m` (`gen_mcode`); `lead` as for [`Lower::hostop`].
-    fn mcode(
-        &mut self,
-        q: ast::Qual,
-        s1: &str,
-        s2: Option<&str>,
-        masklen: u32,
-        lead: Lead<'_>,
-    ) -> R<NodeId> {
+    /// `a.b.c.d/len` and `a.b.c.d mask m` (`gen_mcode`).
+    fn mcode(&mut self, q: ast::Qual, s1: &str, s2: Option<&str>, masklen: u32) -> R<NodeId> {
         let Some((mut n, nlen)) = atoin(s1) else {
             return self.err(format!("invalid IPv4 address '{s1}'"));
         };
@@ -1186,11 +1160,10 @@ impl<'a> Lower<'a> {
         if q.proto == Some(Proto::Link) {
             return self.err("link-layer modifier applied to net");
         }
-        self.gen_host(n, m, q.proto, q.dir, true, lead)
+        self.gen_host(n, m, q.proto, q.dir, true)
     }
 
-    /// `gen_host`: an IPv4 address under a mask, for IP, ARP and RARP; `lead` as for
-    /// [`Lower::hostop`].
+    /// `gen_host`: an IPv4 address under a mask, for IP, ARP and RARP.
     fn gen_host(
         &mut self,
         addr: u32,
@@ -1198,7 +1171,6 @@ impl<'a> Lower<'a> {
         proto: Option<Proto>,
         dir: Option<Dir>,
         is_net: bool,
-        lead: Lead<'_>,
     ) -> R<NodeId> {
         use Proto as P;
         let what = if is_net { "net" } else { "host" };
@@ -1211,17 +1183,17 @@ impl<'a> Lower<'a> {
                         .known_ethertype()
                         .is_some_and(|v| v != et::ARP && v != et::REVARP)
                 {
-                    return self.hostop(addr, mask, dir, et::IP, 12, 16, lead);
+                    return self.hostop(addr, mask, dir, et::IP, 12, 16);
                 }
-                let a = self.hostop(addr, mask, dir, et::IP, 12, 16, None)?;
-                let b = self.hostop(addr, mask, dir, et::ARP, 14, 24, None)?;
+                let a = self.hostop(addr, mask, dir, et::IP, 12, 16)?;
+                let b = self.hostop(addr, mask, dir, et::ARP, 14, 24)?;
                 let ab = self.or(a, b);
-                let c = self.hostop(addr, mask, dir, et::REVARP, 14, 24, None)?;
+                let c = self.hostop(addr, mask, dir, et::REVARP, 14, 24)?;
                 Ok(self.or(ab, c))
             }
-            Some(P::Ip) => self.hostop(addr, mask, dir, et::IP, 12, 16, lead),
-            Some(P::Arp) => self.hostop(addr, mask, dir, et::ARP, 14, 24, lead),
-            Some(P::Rarp) => self.hostop(addr, mask, dir, et::REVARP, 14, 24, lead),
+            Some(P::Ip) => self.hostop(addr, mask, dir, et::IP, 12, 16),
+            Some(P::Arp) => self.hostop(addr, mask, dir, et::ARP, 14, 24),
+            Some(P::Rarp) => self.hostop(addr, mask, dir, et::REVARP, 14, 24),
             Some(P::Decnet) => self.dnhostop(addr, dir),
             Some(P::Link) => self.err(format!("link-layer modifier applied to {what}")),
             Some(P::Ip6) => self.err("'ip6' modifier applied to ip host"),
@@ -1251,9 +1223,7 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// `ethertype` and the address under `mask` at the offsets `dir` picks. With `lead`
-    /// (an operand of an `and` chain), a link-type test that would lead the conjunction is
-    /// put in the slot instead and the rest returned: the chain takes both as operands.
+    /// `ethertype` and the address under `mask` at the offsets `dir` picks.
     #[allow(clippy::too_many_arguments)]
     fn hostop(
         &mut self,
@@ -1263,7 +1233,6 @@ impl<'a> Lower<'a> {
         ethertype: u32,
         src_off: u32,
         dst_off: u32,
-        lead: Lead<'_>,
     ) -> R<NodeId> {
         if let Some(d) = dir
             && !matches!(d, Dir::Src | Dir::Dst | Dir::SrcOrDst | Dir::SrcAndDst)
@@ -1293,13 +1262,7 @@ impl<'a> Lower<'a> {
         // The link-type test once, before the direction's tests (what libpcap's optimiser
         // makes of its `(lt and src) or (lt and dst)`).
         let addrs = self.directions(dir, src_off, dst_off, test);
-        Ok(match lead {
-            Some(slot) => {
-                *slot = Some(lt);
-                addrs
-            }
-            None => self.and(lt, addrs),
-        })
+        Ok(self.and(lt, addrs))
     }
 
     /// `one` at the source offset, the destination offset, or both as `dir` says (`src or
@@ -1522,7 +1485,7 @@ impl<'a> Lower<'a> {
                     v <<= 8;
                     mask <<= 8;
                 }
-                self.gen_host(v, mask, proto, q.dir, true, None)
+                self.gen_host(v, mask, proto, q.dir, true)
             }
             None | Some(AddrType::Host) => {
                 if proto == Some(P::Link) {
@@ -1553,7 +1516,7 @@ impl<'a> Lower<'a> {
                             if p4 == Some(P::Ip6) {
                                 continue;
                             }
-                            self.gen_host(u32::from(v4), u32::MAX, p4, q.dir, false, None)?
+                            self.gen_host(u32::from(v4), u32::MAX, p4, q.dir, false)?
                         }
                         std::net::IpAddr::V6(v6) => {
                             if p6 == Some(P::Ip) {
@@ -2672,10 +2635,10 @@ mod folding_tests {
                 "pkt[30:4] & 0xff000000 == 0xa000000"
             ]
         );
-        // The ARP and RARP arms are not even built: no constant stands for them. Nor is a node
-        // for `ip src net A`'s own conjunction: its link-type test is an operand of the `and`
-        // (the nodes are the three tests and the whole conjunction).
-        assert_eq!(p.nodes().len(), 4, "{:?}", p.nodes());
+        // The ARP and RARP arms are not even built: no constant stands for them (the nodes are
+        // the three tests, `ip src net A`'s conjunction and the whole one it is flattened into).
+        assert_eq!(p.nodes().len(), 5, "{:?}", p.nodes());
+        assert!(!p.nodes().iter().any(|n| matches!(n, Node::Const(_))));
         // Not inside an `or`, a `not` or a parenthesised operand.
         for e in [
             "ip src net 192.168.2.0/24 or dst net 10.0.0.0/8",

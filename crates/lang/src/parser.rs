@@ -15,7 +15,7 @@
 //! libpcap's grammar, lacking a precedence for them, does.
 
 use crate::ast::*;
-use crate::lexer::{Kw, Op, Tok, Token, tokenize_into};
+use crate::lexer::{Kw, Op, Tok, Token, tokenize};
 use crate::span::{Error, ErrorKind, Span};
 
 /// Deepest nesting of parentheses, `not`s and arithmetic accepted.
@@ -23,38 +23,21 @@ pub const MAX_DEPTH: usize = 256;
 
 /// Parse `src`. `Ok(None)` is the empty expression (accept every packet).
 pub fn parse(src: &str) -> Result<Option<Expr<'_>>, Error> {
-    // The token vector is kept per thread between parses (its allocation was a tenth of
-    // compiling `ip`).
-    thread_local! {
-        static TOKENS: std::cell::Cell<Vec<Token>> = const { std::cell::Cell::new(Vec::new()) };
-    }
-    let mut toks = TOKENS.take();
-    tokenize_into(src, true, &mut toks)?;
     let mut p = Parser {
-        toks,
+        toks: tokenize(src)?,
         pos: 0,
         src,
         depth: 0,
         q: Inherited::Undefined,
     };
-    let result = if p.toks.is_empty() {
-        Ok(None)
-    } else {
-        p.expr().and_then(|e| {
-            if p.pos < p.toks.len() {
-                Err(p.unexpected())
-            } else {
-                Ok(Some(e))
-            }
-        })
-    };
-    let mut toks = p.toks;
-    // Not a huge one: a thread that once parsed a megabyte keeps nothing of it.
-    if toks.capacity() <= 4096 {
-        toks.clear();
-        TOKENS.set(toks);
+    if p.toks.is_empty() {
+        return Ok(None);
     }
-    result
+    let e = p.expr()?;
+    if p.pos < p.toks.len() {
+        return Err(p.unexpected());
+    }
+    Ok(Some(e))
 }
 
 struct Parser<'a> {
@@ -257,26 +240,18 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// One level deeper; an error past [`MAX_DEPTH`]. Inlined, with the error out of line:
-    /// every term passes here.
-    #[inline(always)]
+    /// One level deeper; an error past [`MAX_DEPTH`].
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(self.too_deep());
+            return Err(Error::new(
+                ErrorKind::Limit,
+                format!("expression nested more than {MAX_DEPTH} levels deep"),
+                Some(self.span_here()),
+                self.src,
+            ));
         }
         Ok(())
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn too_deep(&self) -> Error {
-        Error::new(
-            ErrorKind::Limit,
-            format!("expression nested more than {MAX_DEPTH} levels deep"),
-            Some(self.span_here()),
-            self.src,
-        )
     }
 
     fn leave(&mut self) {

@@ -338,17 +338,6 @@ pub struct Pred {
     any_special: bool,
 }
 
-impl Drop for Pred {
-    /// The node vector goes back for the next builder on this thread (not a huge one).
-    fn drop(&mut self) {
-        let mut nodes = std::mem::take(&mut self.nodes);
-        if nodes.capacity() <= SPARE_MAX {
-            nodes.clear();
-            NODES.set(nodes);
-        }
-    }
-}
-
 impl Pred {
     /// The root node.
     pub fn root(&self) -> NodeId {
@@ -685,38 +674,16 @@ pub fn arith(op: ArithOp, a: u32, b: u32) -> Option<u32> {
     })
 }
 
-/// Builders with up to this many nodes find equal nodes by searching, not through a map.
-const SMALL: usize = 16;
-
-thread_local! {
-    /// The node-hash vector of the last builder finished on this thread, for the next one
-    /// (its allocation was a twentieth of compiling `ip`).
-    static HASHES: std::cell::Cell<Vec<u64>> = const { std::cell::Cell::new(Vec::new()) };
-    /// The node vector of the last predicate dropped on this thread, and the junction scratch
-    /// of the last builder, for the next builder (allocating the nodes was a fifth of
-    /// lowering a short filter).
-    static NODES: std::cell::Cell<Vec<Node>> = const { std::cell::Cell::new(Vec::new()) };
-    static OPS: std::cell::Cell<Vec<NodeId>> = const { std::cell::Cell::new(Vec::new()) };
-}
-
-/// Spare vectors larger than this are not kept for the next compilation.
-const SPARE_MAX: usize = 4096;
-
 /// Builds a [`Pred`] through smart constructors that keep the invariants of the module.
 #[derive(Debug, Default)]
 pub struct Builder {
     nodes: Vec<Node>,
-    /// The hash of each node.
-    hashes: Vec<u64>,
-    /// Once there are more than [`SMALL`] nodes (fewer are searched by hash, without a map):
-    /// hash of a node → the last node interned with that hash; `same_hash` links each node to
+    /// Hash of a node → the last node interned with that hash; `same_hash` links each node to
     /// the one before with the same hash (`u32::MAX` ends). Nodes are stored once, in `nodes`.
     interned: FxHashMap<u64, u32>,
     same_hash: Vec<u32>,
     /// Scratch for the operands of a junction.
     ops: Vec<NodeId>,
-    /// The constants `false` and `true`, once made.
-    consts: [Option<NodeId>; 2],
     exact: bool,
     no_optimize: bool,
 }
@@ -732,18 +699,10 @@ impl Builder {
 
     /// A builder with room for about `nodes` nodes.
     pub fn with_capacity(exact: bool, nodes: usize) -> Builder {
-        let mut hashes = HASHES.take();
-        hashes.clear();
-        hashes.reserve(nodes);
-        let mut spare = NODES.take();
-        spare.clear();
-        spare.reserve(nodes);
-        let mut ops = OPS.take();
-        ops.clear();
         Builder {
-            nodes: spare,
-            hashes,
-            ops,
+            nodes: Vec::with_capacity(nodes),
+            interned: FxHashMap::with_capacity_and_hasher(nodes, Default::default()),
+            same_hash: Vec::with_capacity(nodes),
             exact,
             ..Builder::default()
         }
@@ -759,34 +718,11 @@ impl Builder {
         self.exact
     }
 
+    /// The node `n`: the one made before if there is one, else a new one.
     fn intern(&mut self, n: Node) -> NodeId {
-        let hash = node_hash(&n);
-        if self.nodes.len() < SMALL {
-            // Most filters have a handful of nodes: a search beats building a map.
-            for (i, &h) in self.hashes.iter().enumerate() {
-                if h == hash && self.nodes[i] == n {
-                    return NodeId(i as u32);
-                }
-            }
-            return self.push(n, hash);
-        }
-        self.intern_mapped(n, hash)
-    }
-
-    /// [`Builder::intern`] past the first [`SMALL`] nodes, through the map (out of line: the
-    /// small filters' path saves no registers for it).
-    #[inline(never)]
-    fn intern_mapped(&mut self, n: Node, hash: u64) -> NodeId {
-        let id = self.nodes.len() as u32;
-        // The map holds the first nodes; add the ones made before it was needed.
-        if self.same_hash.is_empty() {
-            self.interned.reserve(self.nodes.capacity());
-            self.same_hash.reserve(self.nodes.capacity());
-        }
-        for i in self.same_hash.len()..self.nodes.len() {
-            let prev = self.interned.insert(self.hashes[i], i as u32);
-            self.same_hash.push(prev.unwrap_or(u32::MAX));
-        }
+        let mut h = crate::fxhash::FxHasher::default();
+        n.hash(&mut h);
+        let hash = h.finish();
         let first = self.interned.get(&hash).copied().unwrap_or(u32::MAX);
         let mut at = first;
         while at != u32::MAX {
@@ -795,17 +731,11 @@ impl Builder {
             }
             at = self.same_hash[at as usize];
         }
+        let id = self.nodes.len() as u32;
+        self.nodes.push(n);
         self.same_hash.push(first);
         self.interned.insert(hash, id);
-        self.push(n, hash)
-    }
-
-    /// Add a node not made before, with its hash.
-    fn push(&mut self, n: Node, hash: u64) -> NodeId {
-        let id = NodeId(self.nodes.len() as u32);
-        self.nodes.push(n);
-        self.hashes.push(hash);
-        id
+        NodeId(id)
     }
 
     /// A node's content.
@@ -815,19 +745,7 @@ impl Builder {
 
     /// A constant.
     pub fn constant(&mut self, b: bool) -> NodeId {
-        match self.consts[usize::from(b)] {
-            Some(id) => id,
-            None => {
-                // Only this function makes constants, once each: there is nothing to search
-                // for (the interning map, once there is one, takes the node in at the next
-                // search).
-                let n = Node::Const(b);
-                let hash = node_hash(&n);
-                let id = self.push(n, hash);
-                self.consts[usize::from(b)] = Some(id);
-                id
-            }
-        }
+        self.intern(Node::Const(b))
     }
 
     /// A field test.
@@ -895,37 +813,6 @@ impl Builder {
     }
 
     fn junction(&mut self, is_and: bool, a: NodeId, b: NodeId) -> NodeId {
-        // An identity operand (`x and true`, `false or x`): the other one, as `junction_all`
-        // would make it, without the walk.
-        if !self.exact {
-            let unit = |n: &Node| matches!(n, Node::Const(c) if *c == is_and);
-            if unit(&self.nodes[b.0 as usize]) {
-                return a;
-            }
-            if unit(&self.nodes[a.0 as usize]) {
-                return b;
-            }
-            // Two operands that are neither constants nor junctions of the same kind: nothing
-            // to flatten or fold, only the pair to merge — as `junction_all` makes it, without
-            // its scratch vector.
-            let plain = |n: &Node| match n {
-                Node::Const(_) => false,
-                Node::And(_) => !is_and,
-                Node::Or(_) => is_and,
-                _ => true,
-            };
-            if plain(&self.nodes[a.0 as usize]) && plain(&self.nodes[b.0 as usize]) {
-                if let Some(m) = self.merge_pair(is_and, a, b) {
-                    return m;
-                }
-                let ops = Ops::new(&[a, b]);
-                return self.intern(if is_and {
-                    Node::And(ops)
-                } else {
-                    Node::Or(ops)
-                });
-            }
-        }
         self.junction_all(is_and, &[a, b])
     }
 
@@ -1014,58 +901,34 @@ impl Builder {
         ops.truncate(kept);
     }
 
+    /// The merge of `a` and `b` (the second negated for `and`) when both test one field under
+    /// one mask (see the module documentation).
     fn merge_pair(&mut self, is_and: bool, a: NodeId, b: NodeId) -> Option<NodeId> {
-        // Only tests of one field under one mask merge (through a negation for ranges): tell
-        // that before copying anything.
-        fn test_of(n: &Node) -> Option<&Test> {
+        fn test(n: &Node) -> Option<&Test> {
             match n {
                 Node::Test(t) => Some(t),
                 _ => None,
             }
         }
-        let (na, nb) = (self.node(a), self.node(b));
-        let t1 = test_of(na)?;
+        let t1 = test(self.node(a))?;
         let t2 = if is_and {
-            match nb {
-                Node::Not(x) => test_of(self.node(*x))?,
+            match self.node(b) {
+                Node::Not(x) => test(self.node(*x))?,
                 _ => return None,
             }
         } else {
-            test_of(nb)?
+            test(self.node(b))?
         };
-        if t1.mask != t2.mask || t1.relation != t2.relation || t1.field != t2.field {
+        if (t1.field, t1.mask, t1.relation) != (t2.field, t2.mask, t2.relation) {
             return None;
         }
-        self.merge_same_field(is_and, a, b)
-    }
-
-    /// [`Builder::merge_pair`] of two tests (the second negated for `and`) of one field under
-    /// one mask (out of line: most pairs stop at the check above, and its callers save no
-    /// registers for this).
-    #[inline(never)]
-    fn merge_same_field(&mut self, is_and: bool, a: NodeId, b: NodeId) -> Option<NodeId> {
-        let (ta, tb) = (self.node(a).clone(), self.node(b).clone());
-        if is_and {
+        let cmp = if is_and {
             // f >= lo and not f > hi  →  f in [lo, hi]
-            if let (Node::Test(t1), Node::Not(nb)) = (&ta, &tb)
-                && let Node::Test(t2) = self.node(*nb).clone()
-                && (t1.field, t1.mask, t1.relation) == (t2.field, t2.mask, t2.relation)
-                && let (Cmp::Ge(lo), Cmp::Gt(hi)) = (&t1.cmp, &t2.cmp)
-                && lo <= hi
-            {
-                return Some(self.intern(Node::Test(Test {
-                    cmp: Cmp::Range(*lo, *hi),
-                    ..t1.clone()
-                })));
+            match (&t1.cmp, &t2.cmp) {
+                (Cmp::Ge(lo), Cmp::Gt(hi)) if lo <= hi => Cmp::Range(*lo, *hi),
+                _ => return None,
             }
-            None
         } else {
-            let (Node::Test(t1), Node::Test(t2)) = (&ta, &tb) else {
-                return None;
-            };
-            if (t1.field, t1.mask, t1.relation) != (t2.field, t2.mask, t2.relation) {
-                return None;
-            }
             let mut vals: Vec<u32> = match &t1.cmp {
                 Cmp::Eq(v) => vec![*v],
                 Cmp::OneOf(vs) => vs.to_vec(),
@@ -1078,26 +941,14 @@ impl Builder {
             }
             let mut seen = crate::fxhash::FxHashSet::default();
             vals.retain(|v| seen.insert(*v));
-            Some(self.intern(Node::Test(Test {
-                cmp: Cmp::OneOf(vals.into_boxed_slice()),
-                ..t1.clone()
-            })))
-        }
+            Cmp::OneOf(vals.into_boxed_slice())
+        };
+        let merged = Test { cmp, ..t1.clone() };
+        Some(self.intern(Node::Test(merged)))
     }
 
     /// Finish with `root`.
     pub fn finish(self, root: NodeId) -> Pred {
-        // The hashes go back for the next builder on this thread (not a huge vector).
-        let mut hashes = self.hashes;
-        if hashes.capacity() <= SPARE_MAX {
-            hashes.clear();
-            HASHES.set(hashes);
-        }
-        let mut ops = self.ops;
-        if ops.capacity() <= SPARE_MAX {
-            ops.clear();
-            OPS.set(ops);
-        }
         Pred {
             any_special: self.nodes.iter().any(Node::is_special),
             nodes: self.nodes,
@@ -1106,101 +957,6 @@ impl Builder {
             no_optimize: self.no_optimize,
         }
     }
-}
-
-/// Multipliers of [`NodeHasher`]: odd, with well-spread bits.
-const MIX: [u64; 4] = [
-    0x9e37_79b9_7f4a_7c15,
-    0xc2b2_ae3d_27d4_eb4f,
-    0x1656_67b1_9e37_79f9,
-    0x27d4_eb2f_1656_67c5,
-];
-
-/// A hash over words: each word is multiplied by a constant of its position and the products
-/// summed, so the multiplications run side by side rather than as one chain (the interning
-/// search waits on the hash). The map of large builders mixes the sum once more with its own
-/// hasher.
-#[derive(Default)]
-struct NodeHasher {
-    acc: u64,
-    n: usize,
-}
-
-impl NodeHasher {
-    fn add(&mut self, w: u64) {
-        let k = MIX[self.n & 3];
-        self.acc = self
-            .acc
-            .wrapping_add((w ^ (self.n as u64).wrapping_mul(0x0100_0193)).wrapping_mul(k));
-        self.n += 1;
-    }
-
-    fn two(&mut self, a: u32, b: u32) {
-        self.add(u64::from(a) | (u64::from(b) << 32));
-    }
-
-    fn finish(&self) -> u64 {
-        self.acc ^ (self.acc >> 29)
-    }
-}
-
-/// The interning hash of a node: equal nodes hash equally (a function of the same fields the
-/// derived equality compares).
-#[inline(always)]
-fn node_hash(n: &Node) -> u64 {
-    let mut w = NodeHasher::default();
-    match n {
-        Node::Const(b) => w.two(1, u32::from(*b)),
-        Node::Test(t) => {
-            let (tag, a, b, size) = match t.field {
-                Field::Packet { loc, size } => match loc {
-                    Loc::Abs(k) => (0, k, 0, size),
-                    Loc::Ipv4Payload { nl, off } => (1, nl, off, size),
-                    Loc::Var { reg, off } => (2, u32::from(reg), off, size),
-                    Loc::VarIpv4Payload { reg, off } => (3, u32::from(reg), off, size),
-                },
-                Field::WireLen => (4, 0, 0, 0),
-                Field::Ancillary { k, size } => (5, k, 0, size),
-            };
-            let cmp = match &t.cmp {
-                Cmp::Eq(v) => (0, *v),
-                Cmp::Gt(v) => (1, *v),
-                Cmp::Ge(v) => (2, *v),
-                Cmp::Bits(v) => (3, *v),
-                Cmp::OneOf(vs) => (4, vs.len() as u32),
-                Cmp::Range(lo, _) => (5, *lo),
-            };
-            let head = 2 | tag << 4 | u32::from(size) << 8 | u32::from(t.relation) << 16;
-            w.two(head | cmp.0 << 20, a);
-            w.two(b, t.mask);
-            w.add(u64::from(cmp.1));
-            match &t.cmp {
-                Cmp::OneOf(vs) => {
-                    for pair in vs.chunks(2) {
-                        w.two(pair[0], pair.get(1).copied().unwrap_or(0));
-                    }
-                }
-                Cmp::Range(_, hi) => w.add(u64::from(*hi)),
-                _ => {}
-            }
-        }
-        Node::And(ops) | Node::Or(ops) => {
-            w.two(
-                if matches!(n, Node::And(_)) { 3 } else { 4 },
-                ops.len() as u32,
-            );
-            for pair in ops.chunks(2) {
-                w.two(pair[0].0, pair.get(1).map_or(u32::MAX, |x| x.0));
-            }
-        }
-        Node::Not(x) => w.two(5, x.0),
-        Node::Relation(..) | Node::Special(_) => {
-            let mut h = crate::fxhash::FxHasher::default();
-            n.hash(&mut h);
-            w.add(h.finish());
-        }
-    }
-    w.finish()
 }
 
 /// `load` or `load & mask` with a constant index: the field and mask a test can use.

@@ -212,19 +212,14 @@ impl fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 impl ParseError {
-    /// The message, then the offending line of `text` with a caret under the column.
+    /// The error rendered under the offending line of `text` (the rules text that was read), with a
+    /// caret under the column: netsift's one caret rendering ([`netsift_lang::span::render`]).
     pub fn snippet(&self, text: &str) -> String {
-        let line = text
-            .split('\n')
-            .nth(self.line.wrapping_sub(1))
-            .unwrap_or("");
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let pad: String = line
-            .chars()
-            .take(self.column.saturating_sub(1))
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        format!("{self}\n{line}\n{pad}^")
+        netsift_lang::span::render(
+            text,
+            netsift_lang::Span::at(text, self.line, self.column),
+            &self.message,
+        )
     }
 }
 
@@ -590,7 +585,7 @@ mod tests {
 
     fn error(text: &str) -> String {
         match parse(text) {
-            Err(e) => e.snippet(text),
+            Err(e) => e.to_string(),
             Ok(s) => panic!("{text}: parsed {s:?}"),
         }
     }
@@ -654,64 +649,69 @@ mod tests {
 
     #[test]
     fn error_messages() {
+        // The carets: netsift's one rendering, with the line number for texts of several lines.
+        let text = "+(1,-1,tcp,192.168.0.10,25,0.0.0.0,0)\n+(2,-1,tcp,192.168.0.300,25,0.0.0.0,0)";
+        assert_eq!(
+            parse(text).unwrap_err().snippet(text),
+            "bad address `192.168.0.300`: expected an IPv4 or IPv6 address, optionally \
+             `/prefix length` (line 2)\n  +(2,-1,tcp,192.168.0.300,25,0.0.0.0,0)\n             ^"
+        );
+        assert_eq!(
+            parse("é+").unwrap_err().snippet("é+"),
+            "expected `+(` or `-(`, found `é`\n  é+\n  ^"
+        );
         assert_eq!(
             error("+(1,-1,tcp,192.168.0.10,25,0.0.0.0,0)\n+(2,-1,tcp,192.168.0.300,25,0.0.0.0,0)"),
             "line 2, column 12: bad address `192.168.0.300`: expected an IPv4 or IPv6 address, \
-             optionally `/prefix length`\n+(2,-1,tcp,192.168.0.300,25,0.0.0.0,0)\n           ^"
+             optionally `/prefix length`"
         );
         assert_eq!(
             error("+(1, -2,tcp,0.0.0.0,0,0.0.0.0,0)"),
-            "line 1, column 6: bad queue `-2`: expected -1 (drop) or 0..=65535\n\
-             +(1, -2,tcp,0.0.0.0,0,0.0.0.0,0)\n     ^"
+            "line 1, column 6: bad queue `-2`: expected -1 (drop) or 0..=65535"
         );
         assert_eq!(
             error("+(1,1,tpc,0.0.0.0,0,0.0.0.0,0)"),
             "line 1, column 7: bad protocol `tpc`: expected tcp, udp, sctp, icmp, icmp6, gre, \
-             esp, ah, a number 0..=255 or any\n+(1,1,tpc,0.0.0.0,0,0.0.0.0,0)\n      ^"
+             esp, ah, a number 0..=255 or any"
         );
         assert_eq!(
             error("+(1,1,tcp,0.0.0.0,70000,0.0.0.0,0)"),
-            "line 1, column 19: bad port `70000`: expected 0..=65535\n\
-             +(1,1,tcp,0.0.0.0,70000,0.0.0.0,0)\n                  ^"
+            "line 1, column 19: bad port `70000`: expected 0..=65535"
         );
         assert_eq!(
             error("+(1,1,tcp,0.0.0.0,0,::,0)"),
-            "line 1, column 21: the destination is ip6 but the source is ip4\n\
-             +(1,1,tcp,0.0.0.0,0,::,0)\n                    ^"
+            "line 1, column 21: the destination is ip6 but the source is ip4"
         );
         assert_eq!(
             error("+(1,1,tcp)"),
             "line 1, column 2: `+(id,queue,proto,src ip,src port,dst ip,dst port)` takes 7 \
-             fields, found 3\n+(1,1,tcp)\n ^"
+             fields, found 3"
         );
         assert_eq!(
             error("  *(1)"),
-            "line 1, column 3: expected `+(` or `-(`, found `*`\n  *(1)\n  ^"
+            "line 1, column 3: expected `+(` or `-(`, found `*`"
         );
-        assert_eq!(error("-(1"), "line 1, column 4: missing `)`\n-(1\n   ^");
+        assert_eq!(error("-(1"), "line 1, column 4: missing `)`");
         assert_eq!(
             error("-(1) x"),
-            "line 1, column 6: unexpected text after `)`\n-(1) x\n     ^"
+            "line 1, column 6: unexpected text after `)`"
         );
-        assert_eq!(
-            error("- 1"),
-            "line 1, column 3: expected `(` after `-`\n- 1\n  ^"
-        );
+        assert_eq!(error("- 1"), "line 1, column 3: expected `(` after `-`");
         assert_eq!(
             error("-(x)"),
-            "line 1, column 3: bad rule id `x`: expected 0..=4294967295\n-(x)\n  ^"
+            "line 1, column 3: bad rule id `x`: expected 0..=4294967295"
         );
         assert_eq!(
             error("-(1,)"),
-            "line 1, column 2: `-(id)` takes 1 field, found 2\n-(1,)\n ^"
+            "line 1, column 2: `-(id)` takes 1 field, found 2"
         );
         assert_eq!(
             error("+(1,1,,0.0.0.0,0,0.0.0.0,0)"),
-            "line 1, column 7: empty field\n+(1,1,,0.0.0.0,0,0.0.0.0,0)\n      ^"
+            "line 1, column 7: empty field"
         );
         assert_eq!(
             error("é+"),
-            "line 1, column 1: expected `+(` or `-(`, found `é`\né+\n^"
+            "line 1, column 1: expected `+(` or `-(`, found `é`"
         );
     }
 

@@ -330,6 +330,7 @@ fn primitive(rng: &mut Rng, seeds: &Seeds) -> String {
 /// length), then with `count` random expressions (depth 2, seeded with `seed`, fields and
 /// values drawn from the corpus's Ethernet captures) on Ethernet: the expressions a check
 /// over "the corpus and random filters" walks.
+#[cfg(feature = "libpcap")]
 pub fn corpus_and_random(count: usize, seed: u64, mut f: impl FnMut(&str, &netsift_lang::Context)) {
     use crate::corpus;
     for c in corpus::cases() {

@@ -168,26 +168,170 @@ fn lang_targets_on_libpcap_expressions_and_mutations() {
     println!("lang targets: {n} inputs");
 }
 
-#[test]
-fn ftpcap_tracker_on_workload_frames_and_mutations() {
-    let mut rng = Rng::new(6);
-    let trace = netsift_capture::ftp::FtpWorkload {
-        servers: 2,
-        connections: 3,
-        background_pps: 5_000,
-        ..netsift_capture::ftp::FtpWorkload::paper()
+/// How an FTP session of [`ftp_frames`] announces its data connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Announce {
+    /// `PASV`, answered `227 Entering Passive Mode (h1,h2,h3,h4,p1,p2)`.
+    Pasv,
+    /// `EPSV`, answered `229 Entering Extended Passive Mode (|||port|)`.
+    Epsv,
+    /// The client's `PORT h1,h2,h3,h4,p1,p2`.
+    Port,
+    /// The client's `EPRT |1|a.b.c.d|port|`.
+    Eprt,
+}
+
+/// FTP traffic for the `ftpcap_tracker` seeds: `sessions` control connections, each announcing
+/// one data connection in turn with PASV/227, EPSV/229, PORT and EPRT, the data connections
+/// opened (handshake, a few segments) and closed (FINs both ways and the last ACK, or a RST),
+/// overlapping in time, with the capture crate's mix as background. Frames in time order.
+fn ftp_frames(sessions: u8) -> Vec<Vec<u8>> {
+    use netsift_capture::generate::{
+        FrameBuilder, TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN, mixed_traffic,
+    };
+    const KINDS: [Announce; 4] = [
+        Announce::Pasv,
+        Announce::Epsv,
+        Announce::Port,
+        Announce::Eprt,
+    ];
+    // (time, sequence, frame): session k's frames start at time 4k, one step apart.
+    let mut timed: Vec<(u32, usize, Vec<u8>)> = Vec::new();
+    for k in 0..sessions {
+        let kind = KINDS[usize::from(k) % KINDS.len()];
+        let server = [198, 18, 10, 1 + k % 2];
+        let client = [198, 18, 20, 1 + k];
+        let (smac, cmac) = ([2, 0, 0, 10, 0, server[3]], [2, 0, 0, 20, 0, client[3]]);
+        let ctrl_port = 40_000 + u16::from(k);
+        let data_port = 50_000 + 257 * u16::from(k);
+        let c2s = |sport, dport, flags| {
+            FrameBuilder::new()
+                .src_mac(cmac)
+                .dst_mac(smac)
+                .ipv4(client, server)
+                .tcp(sport, dport, flags)
+        };
+        let s2c = |sport, dport, flags| {
+            FrameBuilder::new()
+                .src_mac(smac)
+                .dst_mac(cmac)
+                .ipv4(server, client)
+                .tcp(sport, dport, flags)
+        };
+        let (h, l) = (data_port >> 8, data_port & 0xff);
+        let [a, b, c, d] = client;
+        let mut frames = Vec::new();
+        // The announcement, and the data connection's ends: (client port, server port), the
+        // client's end opening it in passive mode, the server's (port 20) in active mode.
+        let (from_client, client_port, server_port) = match kind {
+            Announce::Pasv | Announce::Epsv => {
+                let (cmd, reply) = if kind == Announce::Pasv {
+                    let [w, x, y, z] = server;
+                    (
+                        "PASV\r\n".to_string(),
+                        format!("227 Entering Passive Mode ({w},{x},{y},{z},{h},{l}).\r\n"),
+                    )
+                } else {
+                    (
+                        "EPSV\r\n".to_string(),
+                        format!("229 Entering Extended Passive Mode (|||{data_port}|)\r\n"),
+                    )
+                };
+                frames.push(c2s(ctrl_port, 21, TCP_PSH | TCP_ACK).payload(cmd.as_bytes()));
+                frames.push(s2c(21, ctrl_port, TCP_PSH | TCP_ACK).payload(reply.as_bytes()));
+                (true, 30_000 + u16::from(k), data_port)
+            }
+            Announce::Port | Announce::Eprt => {
+                let cmd = if kind == Announce::Port {
+                    format!("PORT {a},{b},{c},{d},{h},{l}\r\n")
+                } else {
+                    format!("EPRT |1|{a}.{b}.{c}.{d}|{data_port}|\r\n")
+                };
+                frames.push(c2s(ctrl_port, 21, TCP_PSH | TCP_ACK).payload(cmd.as_bytes()));
+                frames
+                    .push(s2c(21, ctrl_port, TCP_PSH | TCP_ACK).payload(b"200 Command okay.\r\n"));
+                (false, data_port, 20)
+            }
+        };
+        // Segments of the data connection: from its opener (`first`) or the other end.
+        let seg = |first: bool, flags| {
+            if first == from_client {
+                c2s(client_port, server_port, flags)
+            } else {
+                s2c(server_port, client_port, flags)
+            }
+        };
+        frames.push(seg(true, TCP_SYN));
+        frames.push(seg(false, TCP_SYN | TCP_ACK));
+        frames.push(seg(true, TCP_ACK));
+        for i in 0..3u8 {
+            frames.push(seg(false, TCP_PSH | TCP_ACK).payload(&[0x5a ^ i; 120]));
+            frames.push(seg(true, TCP_ACK));
+        }
+        if k % 3 == 2 {
+            frames.push(seg(false, TCP_RST));
+        } else {
+            frames.push(seg(false, TCP_FIN | TCP_ACK));
+            frames.push(seg(true, TCP_FIN | TCP_ACK));
+            frames.push(seg(false, TCP_ACK));
+        }
+        for (j, f) in frames.into_iter().enumerate() {
+            let at = 4 * u32::from(k) + j as u32;
+            timed.push((at, timed.len(), f.pad_to(60).build()));
+        }
     }
-    .generate();
-    // The workload's frames in the fuzz encoding (frames of up to 255 bytes).
+    // Background: one frame of the mix every three steps.
+    let end = timed.iter().map(|t| t.0).max().unwrap_or(0);
+    for (i, p) in mixed_traffic(6, end as usize / 3).into_iter().enumerate() {
+        timed.push((3 * i as u32 + 1, timed.len(), p.data));
+    }
+    timed.sort_by_key(|t| (t.0, t.1));
+    timed.into_iter().map(|t| t.2).collect()
+}
+
+#[test]
+fn ftpcap_tracker_on_ftp_frames_and_mutations() {
+    use netsift_swift::ftpcap::{Event, Tracker};
+    let mut rng = Rng::new(6);
+    let frames = ftp_frames(8);
+    // The seed is FTP as the tracker reads it: every session's data connection (announced
+    // each of the four ways) opens once and closes once.
+    let mut tracker = Tracker::new();
+    let (mut opened, mut closed) = (Vec::new(), 0);
+    for f in &frames {
+        match tracker.observe(f) {
+            Some(Event::Open(c)) => opened.push(c),
+            Some(Event::Close(c)) => {
+                assert!(opened.contains(&c), "{c:?} closed but never opened");
+                closed += 1;
+            }
+            None => {}
+        }
+    }
+    assert_eq!((opened.len(), closed), (8, 8), "{opened:?}");
+    assert_eq!(tracker.open_connections(), 0);
+    // Passive mode opens connections from the client (198.18.20.x), active mode from the
+    // server (198.18.10.x): four of each.
+    assert_eq!(opened.iter().filter(|c| c.from[2] == 20).count(), 4);
+    // The frames in the fuzz encoding (frames of up to 255 bytes).
     let mut input = Vec::new();
-    for p in &trace.packets {
-        let f = &p.data[..p.data.len().min(255)];
+    for f in &frames {
+        let f = &f[..f.len().min(255)];
         input.push(f.len() as u8);
         input.extend_from_slice(f);
     }
     fuzz::ftpcap_tracker(&input);
+    // The mutations work on the first 4 KiB: every kind of announcement is in it.
+    let window = &input[..input.len().min(4096)];
+    for word in [&b"227 "[..], b"229 ", b"PORT ", b"EPRT "] {
+        assert!(
+            window.windows(word.len()).any(|w| w == word),
+            "no {:?} in the mutated window",
+            String::from_utf8_lossy(word)
+        );
+    }
     for _ in 0..2_000 {
-        let mut m = input[..input.len().min(4096)].to_vec();
+        let mut m = window.to_vec();
         for _ in 0..4 {
             let at = rng.below(m.len() as u64) as usize;
             m[at] = rng.bytes(1)[0];

@@ -10,7 +10,7 @@
 //! original rules, hence with the same verdicts, in both sets.
 //!
 //! Packets may only use 198.18.0.0/15, so the sets' addresses are compressed first
-//! (`netsift_bench::hitables::compress`); that the compressed set classifies every compressed
+//! (`netsift_testkit::hitables::compress`); that the compressed set classifies every compressed
 //! header as the original set classifies the header is checked with the linear engine, on the
 //! whole trace, before the kernel is involved. The sender waits for a marker packet after each
 //! chunk of frames, so the counters are read once every frame has been through `INPUT`; `b`'s
@@ -22,10 +22,10 @@
 
 use std::time::{Duration, Instant};
 
-use netsift_bench::hitables::{self, DeliverOptions, Kernel, MARKER_COMMENT};
 use netsift_classify::iptables::{self, ConvertOptions, Policy, Protocols, Ruleset};
 use netsift_classify::linear::Linear;
 use netsift_classify::{Classifier, Field, Header, Range, classbench, hitables as ht};
+use netsift_testkit::hitables::{self, DeliverOptions, Kernel, MARKER_COMMENT};
 
 fn kernel() -> Kernel {
     Kernel::new()

@@ -368,43 +368,6 @@ fn long_or_chains_no_longer_than_libpcap() {
     }
 }
 
-/// The compiler's shortcuts (the empty filter, filters that test each field once) give the
-/// very program the full optimiser gives, on every corpus expression and on random ones.
-#[test]
-fn optimiser_shortcuts_match_the_full_optimiser() {
-    let (mut checked, mut tier0, mut differ) = (0, 0, Vec::new());
-    let mut check = |expr: &str, ctx: &Context| {
-        let Ok(pred) = front(expr, ctx) else { return };
-        for optimize in [false, true] {
-            let opts = compile::Options {
-                optimize,
-                snaplen: ctx.snaplen,
-            };
-            let fast = compile::compile(&pred, &opts);
-            let full = compile::compile_without_shortcuts(&pred, &opts);
-            checked += 1;
-            if fast != full {
-                differ.push(format!("{expr} (optimize {optimize})"));
-            }
-            // Tier 0 (small filters straight to instructions) must give the same program.
-            if let Some(p) = compile::compile_tier0(&pred, &opts) {
-                tier0 += 1;
-                if Ok(p) != full {
-                    differ.push(format!("{expr} (tier 0)"));
-                }
-            }
-        }
-    };
-    netsift_testkit::exprgen::corpus_and_random(20_000, 0x5407_c075, &mut check);
-    println!(
-        "{checked} compilations ({tier0} by tier 0), {} differ",
-        differ.len()
-    );
-    assert!(differ.is_empty(), "shortcut programs differ: {differ:#?}");
-    // The comparison must exercise tier 0 on a good share of the filters.
-    assert!(tier0 * 20 > checked, "tier 0 made only {tier0} programs");
-}
-
 /// The oracle is Debian's libpcap, never netsift's libpcap-compatible library (`netsift-pcap`,
 /// built into the same target directory): a test against itself would prove nothing.
 #[test]

@@ -6,20 +6,17 @@
 
 use std::time::{Duration, Instant};
 
-use netsift_capture::generate::FrameBuilder;
+use netsift_capture::generate::{FrameBuilder, mixed_traffic};
 use netsift_capture::live::{
     AfPacket, AfPacketConfig, AfXdp, AfXdpConfig, Direction, Flow, Sender, Source, XdpAttachMode,
     XdpPass,
 };
 use netsift_testkit::netns::Lab;
 
-/// The test traffic: the synthetic mix (whole frames), 802.1Q and 802.1ad (QinQ) tagged frames,
-/// and full-size frames.
+/// The test traffic: the synthetic mix (capture's default mix, test addresses only; some of it
+/// 802.1Q tagged), 802.1Q and 802.1ad (QinQ) tagged frames, and full-size frames.
 fn traffic() -> (Vec<Vec<u8>>, usize) {
-    let mut frames: Vec<Vec<u8>> = netsift_bench::workload::frames(7, 300)
-        .into_iter()
-        .map(|p| p.data)
-        .collect();
+    let mut frames: Vec<Vec<u8>> = mixed_traffic(7, 300).into_iter().map(|p| p.data).collect();
     let mut tagged = frames
         .iter()
         .filter(|f| f.len() > 14 && f[12..14] == [0x81, 0x00])
@@ -275,10 +272,7 @@ fn direction_selects_sent_or_received_packets() {
 /// Sends `n` frames to a source that is not being read, then reads what it kept: every frame
 /// is either captured or counted as dropped.
 fn drops_are_exact(lab: &Lab, mut src: Box<dyn Source>, n: usize) -> (u64, u64) {
-    let frames: Vec<Vec<u8>> = netsift_bench::workload::frames(11, n)
-        .into_iter()
-        .map(|p| p.data)
-        .collect();
+    let frames: Vec<Vec<u8>> = mixed_traffic(11, n).into_iter().map(|p| p.data).collect();
     let (before_b, before_a) = (
         lab.counters(&lab.b).expect("counters"),
         lab.counters(&lab.a).expect("counters"),

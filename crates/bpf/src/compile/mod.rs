@@ -110,33 +110,12 @@ pub fn compile(pred: &Pred, opts: &Options) -> Result<Program, CompileError> {
             opts.snaplen,
         )]));
     }
-    compile_with(pred, opts, true)
+    compile_with(pred, opts)
 }
 
-/// [`compile`] without its shortcuts for filters that need no analysis: the reference the
-/// shortcuts are tested against (they must give the same program).
-#[doc(hidden)]
-pub fn compile_without_shortcuts(pred: &Pred, opts: &Options) -> Result<Program, CompileError> {
-    compile_with(pred, opts, false)
-}
-
-/// Tier 0 alone (`None`: the filter is not for it): for tests that compare it with the
-/// general optimiser and count how often it applies.
-#[doc(hidden)]
-pub fn compile_tier0(pred: &Pred, opts: &Options) -> Option<Program> {
-    if !(opts.optimize && pred.optimizable()) {
-        return None;
-    }
-    opt::direct::compile(pred, opts.snaplen)
-}
-
-fn compile_with(pred: &Pred, opts: &Options, fast: bool) -> Result<Program, CompileError> {
-    // Small filters: tier 0 makes the general optimiser's program without its machinery.
-    if fast && let Some(program) = compile_tier0(pred, opts) {
-        return Ok(program);
-    }
+fn compile_with(pred: &Pred, opts: &Options) -> Result<Program, CompileError> {
     let cfg = if opts.optimize && pred.optimizable() {
-        opt::optimize(pred, opts.snaplen, fast)?
+        opt::optimize(pred, opts.snaplen)?
     } else {
         // Scratch registers below `floor` belong to Geneve's offsets.
         let floor = geneve_registers(pred);

@@ -22,8 +22,6 @@
 //! a filter netsift alone can prove empty (`ether[0] > 5 and ether[0] < 3`) compiles to a
 //! program that rejects everything, as libpcap's does.
 
-pub(super) mod direct;
-
 use netsift_lang::fxhash::FxHashMap as HashMap;
 use std::hash::Hasher;
 use std::rc::Rc;
@@ -359,19 +357,6 @@ fn eval_cmp(cmp: &Cmp, v: u32) -> bool {
 }
 
 /// The largest value a field under a mask can have.
-/// Whether a field whose values are `0..=max` decides `cmp` by that alone: what
-/// `Know::new(max).decide(cmp, false).is_some()` says, without building the knowledge.
-fn width_decides(max: u32, cmp: &Cmp) -> bool {
-    match *cmp {
-        Cmp::Eq(v) => v > max,
-        Cmp::Gt(v) => max <= v,
-        Cmp::Ge(v) => v == 0 || max < v,
-        Cmp::Bits(b) => b == 0 || max < (b & b.wrapping_neg()),
-        Cmp::OneOf(ref vs) => vs.iter().all(|&v| v > max),
-        Cmp::Range(a, b) => (a == 0 && max <= b) || max < a,
-    }
-}
-
 fn max_value(field: &Field, mask: u32) -> u32 {
     let size_max = match field {
         Field::Packet { size: 1, .. } | Field::Ancillary { size: 1, .. } => 0xff,
@@ -1643,7 +1628,7 @@ fn thread_must_once(g: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) 
 
 /// How a block ends, before its targets are known.
 #[derive(Clone, Copy)]
-pub(super) enum Br<'a> {
+enum Br<'a> {
     /// `code #k`, with the exits swapped when `true`.
     Jump(u16, u32, bool),
     /// A chain of `jeq`.
@@ -1666,20 +1651,16 @@ impl<'a> Br<'a> {
 }
 
 /// The statements (appended to `stmts`) and branch of a block testing `t`, given what A and X
-/// hold on entry; and what they hold on exit. Shared by [`emit`] and tier 0 (`direct`), whose
-/// programs must be the same. Inlined: its result, read back from memory in wider loads
-/// than it was written with, stalled on store forwarding.
-#[inline(always)]
-pub(super) fn plan_test<'a>(
+/// hold on entry; and what they hold on exit.
+fn plan_test<'a>(
     t: &'a Test,
     ain: Holds,
     xin: Holds,
     stmts: &mut Vec<Insn>,
-) -> (Br<'a>, AOut, Holds) {
+) -> (Br<'a>, Holds, Holds) {
     let masked = t.mask != u32::MAX;
-    // Variants first: A mostly holds nothing known, and comparing fields costs more.
-    let has_masked = masked && matches!(ain, Holds::Masked(f, m) if m == t.mask && f == t.field);
-    let has_field = matches!(ain, Holds::Field(f) if f == t.field);
+    let has_masked = masked && ain == Holds::Masked(t.field, t.mask);
+    let has_field = ain == Holds::Field(t.field);
     let mut xout = xin;
     if !has_field && !has_masked {
         match t.field {
@@ -1720,44 +1701,26 @@ pub(super) fn plan_test<'a>(
             _ => push_load_field(&t.field, stmts),
         }
     }
+    let (field, masked_a) = (Holds::Field(t.field), Holds::Masked(t.field, t.mask));
     let (br, aout) = if has_masked {
-        (Br::of(&t.cmp, u32::MAX), AOut::Masked)
+        (Br::of(&t.cmp, u32::MAX), masked_a)
     } else if masked && t.cmp == Cmp::Eq(0) {
         // `and #m; jeq #0` is `jset #m` with the exits swapped; A keeps the field.
-        (Br::Jump(JMP | JSET | K, t.mask, true), AOut::Field)
+        (Br::Jump(JMP | JSET | K, t.mask, true), field)
     } else if let (true, Cmp::Bits(b)) = (masked, &t.cmp) {
-        (Br::Jump(JMP | JSET | K, b & t.mask, false), AOut::Field)
+        (Br::Jump(JMP | JSET | K, b & t.mask, false), field)
     } else if masked {
         stmts.push(Insn::stmt(ALU | AND | K, t.mask));
-        (Br::of(&t.cmp, u32::MAX), AOut::Masked)
+        (Br::of(&t.cmp, u32::MAX), masked_a)
     } else {
-        (Br::of(&t.cmp, u32::MAX), AOut::Field)
+        (Br::of(&t.cmp, u32::MAX), field)
     };
     (br, aout, xout)
 }
 
-/// What A holds after a test's block: the test's field, whole or under the test's mask
-/// ([`plan_test`] gives this, not a [`Holds`]: building one there and copying it out stalled
-/// on store forwarding).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum AOut {
-    Field,
-    Masked,
-}
-
-impl AOut {
-    /// What A holds after a block testing `t`.
-    pub(super) fn holds(self, t: &Test) -> Holds {
-        match self {
-            AOut::Field => Holds::Field(t.field),
-            AOut::Masked => Holds::Masked(t.field, t.mask),
-        }
-    }
-}
-
 /// What a register holds at a block boundary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(super) enum Holds {
+enum Holds {
     Unknown,
     /// A holds the field, unmasked.
     Field(Field),
@@ -1769,7 +1732,7 @@ pub(super) enum Holds {
     Reg(u8),
 }
 
-pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, CompileError> {
+pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     // The decision graph has about three nodes per node of the predicate.
     let size = 3 * pred.nodes().len();
     let mut g0 = Graph::with_capacity(size);
@@ -1785,10 +1748,6 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, Com
         REJECT,
     )?;
     let g0_root = root;
-    if fast && root >= FIRST && nothing_to_specialise(&g0) {
-        let (g, root) = regroup(&g0, root);
-        return emit(&g, root, snaplen);
-    }
     // The facts of each path (may copy a node once per distinct set of facts that decides
     // something below it).
     let budget = 20_000usize.max(g0.nodes.len() * 8);
@@ -1820,35 +1779,6 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32, fast: bool) -> Result<Cfg, Com
     }
     let (g, root) = regroup(&g, root);
     emit(&g, root, snaplen)
-}
-
-/// Whether specialisation would return `g` unchanged: every atom is a test, each field (key)
-/// is tested by one node only — so no path tests a field twice and no fact learned on a path can
-/// decide or prune a later test — and no test is decided by its field's width alone
-/// (`ether[0] > 255`). The many small filters (`ip`, `tcp`, `host X` on raw IP) skip the
-/// analyses then. `optimiser_shortcuts_match_the_full_optimiser` (testkit) checks the claim on the corpus.
-fn nothing_to_specialise(g: &Graph) -> bool {
-    if g.nodes.len() > 64 {
-        return false;
-    }
-    let mut seen = 0u64;
-    for n in &g.nodes {
-        let key = g.keys[n.atom as usize];
-        if key >= 64 || seen & (1 << key) != 0 {
-            return false;
-        }
-        seen |= 1 << key;
-        let Atom::Test(t) = &g.atoms[n.atom as usize] else {
-            return false;
-        };
-        if Know::new(max_value(&t.field, t.mask))
-            .decide(&t.cmp, false)
-            .is_some()
-        {
-            return false;
-        }
-    }
-    true
 }
 
 /// Regroup chains of tests by field: in a run of tests that all lead to the same place when
@@ -2171,10 +2101,7 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
         );
         let mut stmts = Vec::new();
         let (br, aout, xout) = match &g.atoms[n.atom as usize] {
-            Atom::Test(t) => {
-                let (br, aout, xout) = plan_test(t, ain, xin, &mut stmts);
-                (br, aout.holds(t), xout)
-            }
+            Atom::Test(t) => plan_test(t, ain, xin, &mut stmts),
             Atom::Rel(a, op, b) => {
                 let (code, k) = vals.relation(a, *op, b, false, &mut stmts)?;
                 (Br::Jump(code, k, false), Holds::Unknown, Holds::Unknown)
@@ -2261,52 +2188,4 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
     }
     cfg.root = Some(target(root, &block_of));
     Ok(cfg)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `width_decides` is what a fresh knowledge of the field's width decides, on edge and
-    /// random values of every comparison.
-    #[test]
-    fn width_decides_as_a_fresh_knowledge_does() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let r = x as u32;
-            // Edge values as often as random ones.
-            match x >> 60 {
-                0 => 0,
-                1 => 1,
-                2 => 0xff,
-                3 => 0x100,
-                4 => 0xffff,
-                5 => 0x1_0000,
-                6 => u32::MAX,
-                7 => r & 0x1ff,
-                _ => r,
-            }
-        };
-        for _ in 0..200_000 {
-            let max = [0xff, 0xffff, u32::MAX, next()][(next() % 4) as usize];
-            let (a, b) = (next(), next());
-            for cmp in [
-                Cmp::Eq(a),
-                Cmp::Gt(a),
-                Cmp::Ge(a),
-                Cmp::Bits(a),
-                Cmp::OneOf(vec![a, b].into_boxed_slice()),
-                Cmp::Range(a.min(b), a.max(b)),
-            ] {
-                assert_eq!(
-                    width_decides(max, &cmp),
-                    Know::new(max).decide(&cmp, false).is_some(),
-                    "{max:#x} {cmp:?}"
-                );
-            }
-        }
-    }
 }

@@ -92,20 +92,14 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 impl Error {
-    /// The message, then the offending line of `text` (the text that was read) with a caret
-    /// under the column.
+    /// The error rendered under the offending line of `text` (the text that was read), with a
+    /// caret under the column: netsift's one caret rendering ([`netsift_lang::span::render`]).
     pub fn snippet(&self, text: &str) -> String {
-        let line = text
-            .split('\n')
-            .nth(self.line.wrapping_sub(1))
-            .unwrap_or("");
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let pad: String = line
-            .chars()
-            .take(self.column.saturating_sub(1))
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        format!("{self}\n{line}\n{pad}^")
+        netsift_lang::span::render(
+            text,
+            netsift_lang::Span::at(text, self.line, self.column),
+            &self.message,
+        )
     }
 }
 
@@ -2246,8 +2240,8 @@ COMMIT
         let e = parse(text).unwrap_err();
         assert_eq!(
             e.snippet(text),
-            "line 2, column 25: port 99999 is larger than 65535\n\
-             -A INPUT -p tcp\t--dport 99999 -j ACCEPT\n               \t        ^"
+            "port 99999 is larger than 65535 (line 2)\n  \
+             -A INPUT -p tcp --dport 99999 -j ACCEPT\n                          ^"
         );
     }
 

@@ -11,7 +11,7 @@
 //! the misses can be counted.
 //!
 //! ```
-//! use netsift_capture::ftp::FtpWorkload;
+//! use netsift_bench::ftp::FtpWorkload;
 //!
 //! let w = FtpWorkload { servers: 2, connections: 3, background_pps: 10_000, ..FtpWorkload::paper() };
 //! let trace = w.generate();
@@ -19,10 +19,10 @@
 //! assert!(trace.packets.windows(2).all(|p| p[0].timestamp <= p[1].timestamp));
 //! ```
 
-use crate::generate::{
+use netsift_capture::generate::{
     FrameBuilder, TCP_ACK, TCP_FIN, TCP_PSH, TCP_SYN, XorShift64, mixed_traffic,
 };
-use crate::{Packet, Timestamp};
+use netsift_capture::{Packet, Timestamp};
 
 /// The parameters of the workload. [`FtpWorkload::paper`] gives the paper's setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
