@@ -202,10 +202,13 @@ fn interp() -> Result<String, String> {
 
 /// Compile `expr` with netsift (optimised, Ethernet), returning the instruction count.
 pub fn netsift_compile(expr: &str) -> Result<usize, String> {
-    let ctx = netsift_lang::Context::new(netsift_capture::LinkType::ETHERNET);
-    let pred = netsift_lang::compile(expr, &ctx).map_err(|e| e.to_string())?;
-    let p = netsift_bpf::compile::compile(&pred, &netsift_bpf::compile::Options::default())
-        .map_err(|e| e.to_string())?;
+    // What `pcap_open_dead(DLT_EN10MB, 262144)` + `pcap_compile(…, optimize = 1, …)` is
+    // compiled for, through the one filter API every entry point uses.
+    let target = netsift_filter::Target::live(
+        netsift_capture::LinkType::ETHERNET,
+        netsift_filter::DEFAULT_SNAPLEN,
+    );
+    let p = netsift_filter::compile_program(expr, &target).map_err(|e| e.to_string())?;
     Ok(p.len())
 }
 
@@ -281,7 +284,9 @@ fn compile() -> Result<String, String> {
             "{:<12} {:>13} {:>13} {:>12.2} {:>12.2} {:>7.2}x",
             f.name, theirs, mine, base, ours, speedup
         );
-        if speedup >= 5.0 {
+        // The goal: 3x on every filter, 50x on the 200-host one.
+        let goal = if f.name == "200 hosts" { 50.0 } else { 3.0 };
+        if speedup >= goal {
             met.push(f.name);
         } else {
             missed.push(f.name);
@@ -291,8 +296,8 @@ fn compile() -> Result<String, String> {
         out,
         "\nlibpcap: pcap_compile + pcap_freecode on one dead handle; netsift: parse, lower, \
          optimise, lay out. 15 pairs of ~10 ms runs, one side then the other; medians of each \
-         side's time and of the pairs' ratios (the speedup). Goal: 5x. At or above it: {}; \
-         below: {}.",
+         side's time and of the pairs' ratios (the speedup). Goal: 3x (50x on 200 hosts). At or \
+         above it: {}; below: {}.",
         names(&met),
         names(&missed),
     );

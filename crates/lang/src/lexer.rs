@@ -526,18 +526,49 @@ fn mac_len(s: &[u8], at: usize) -> usize {
     best
 }
 
-/// Longest match of the dotted IPv4 rule (`N.N`, `N.N.N`, `N.N.N.N`).
+/// Longest match of `N` at `at` (decimal digits, or `0x`/`0X` and hex digits), or 0; like
+/// every address rule, within the first [`WINDOW`] bytes of the token.
+fn num_len(s: &[u8], at: usize) -> usize {
+    let run = |from: usize, ok: fn(&u8) -> bool| {
+        s.get(at + from..).map_or(0, |r| {
+            r.iter()
+                .take(WINDOW.saturating_sub(from))
+                .take_while(|b| ok(b))
+                .count()
+        })
+    };
+    let decimal = run(0, u8::is_ascii_digit);
+    let hex = if s.get(at) == Some(&b'0') && matches!(s.get(at + 1), Some(b'x' | b'X')) {
+        match run(2, u8::is_ascii_hexdigit) {
+            0 => 0,
+            n => 2 + n,
+        }
+    } else {
+        0
+    };
+    decimal.max(hex)
+}
+
+/// Longest match of the dotted IPv4 rule (`N.N`, `N.N.N`, `N.N.N.N`). An `N` can only be
+/// followed by the `.` after its longest match (a shorter one is followed by a digit), so the
+/// groups are read one after the other.
 fn hid_len(s: &[u8], at: usize) -> usize {
-    let n = El::Num;
-    let d = El::Lit(".");
-    [
-        seq(s, at, &[n, d, n]),
-        seq(s, at, &[n, d, n, d, n]),
-        seq(s, at, &[n, d, n, d, n, d, n]),
-    ]
-    .into_iter()
-    .max()
-    .unwrap_or(0)
+    let mut end = num_len(s, at);
+    let mut best = 0;
+    for groups in 2..=4 {
+        if end == 0 || end + 1 >= WINDOW || s.get(at + end) != Some(&b'.') {
+            break;
+        }
+        let next = num_len(s, at + end + 1).min(WINDOW - end - 1);
+        if next == 0 {
+            break;
+        }
+        end += 1 + next;
+        if groups >= 2 {
+            best = end;
+        }
+    }
+    best
 }
 
 /// The alternatives of the `V6` rule: 8 groups; or `::` with 0 to 7 groups around it; or 6
@@ -725,11 +756,25 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         } else {
             None
         };
-        let op1 = if b"+-*/%:[]!<>()&|^=".contains(&c) {
-            1
-        } else {
-            0
-        };
+        let op1 = usize::from(matches!(
+            c,
+            b'+' | b'-'
+                | b'*'
+                | b'/'
+                | b'%'
+                | b':'
+                | b'['
+                | b']'
+                | b'!'
+                | b'<'
+                | b'>'
+                | b'('
+                | b')'
+                | b'&'
+                | b'|'
+                | b'^'
+                | b'='
+        ));
         let op2 = match (c, s.get(at + 1)) {
             (b'>', Some(b'=')) => Some(0),
             (b'<', Some(b'=')) => Some(1),
@@ -751,20 +796,27 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         // run of hex digits and separators; IPv6 and malformed MACs need a colon, MACs a
         // separator or twelve hex digits.
         let hexish = is_hex(c) || c == b':';
-        let run = s[at..]
-            .iter()
-            .take_while(|&&b| is_hex(b) || matches!(b, b':' | b'.' | b'-' | b'x' | b'X'))
-            .count();
-        let run = &s[at..at + run];
-        let colon = run.contains(&b':');
-        let sep = colon || run.contains(&b'.') || run.contains(&b'-');
-        let mac = if hexish && (sep || run.len() >= 12) {
+        let (mut run, mut colon, mut sep) = (0, false, false);
+        if hexish {
+            for &b in &s[at..] {
+                match b {
+                    b':' => colon = true,
+                    b'.' | b'-' => sep = true,
+                    b'x' | b'X' => {}
+                    b if is_hex(b) => {}
+                    _ => break,
+                }
+                run += 1;
+            }
+            sep |= colon;
+        }
+        let mac = if hexish && (sep || run >= 12) {
             mac_len(s, at)
         } else {
             0
         };
         let num = if c.is_ascii_digit() {
-            seq(s, at, &[El::Num])
+            num_len(s, at)
         } else {
             0
         };
@@ -779,7 +831,8 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         } else {
             0
         };
-        let constant = if id > 0 {
+        // A keyword spelled like a constant wins the tie (it is the earlier rule).
+        let constant = if id > 0 && kw.is_none() {
             lookup(CONST.get_or_init(|| table_map(CONSTANTS)), &s[at..at + id])
         } else {
             None

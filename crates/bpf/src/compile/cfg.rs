@@ -24,17 +24,21 @@ pub(crate) enum Term {
     Goto(BlockId),
 }
 
-/// A basic block: straight-line statements, then a terminator.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// A basic block: straight-line statements (a range of [`Cfg`]'s statement pool), then a
+/// terminator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Block {
-    pub stmts: Vec<Insn>,
+    start: u32,
+    len: u32,
     pub term: Term,
 }
 
-/// A control-flow graph. Blocks are appended; `root` is the entry.
+/// A control-flow graph. Blocks are appended; `root` is the entry. The statements of all
+/// blocks live in one vector.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Cfg {
-    pub blocks: Vec<Block>,
+    blocks: Vec<Block>,
+    insns: Vec<Insn>,
     pub root: Option<BlockId>,
     /// Hash of a block shared by [`Cfg::add_shared`] → the last such block; `same_hash` links
     /// each block to the one before with the same hash (`u32::MAX` ends).
@@ -43,38 +47,76 @@ pub(crate) struct Cfg {
 }
 
 impl Cfg {
-    /// Add a block, or return an identical one added before (same statements, same exits).
-    /// Adding successors before predecessors shares whole identical sub-graphs.
-    pub fn add_shared(&mut self, b: Block) -> BlockId {
+    /// An empty graph with room for about `blocks` blocks.
+    pub fn with_capacity(blocks: usize) -> Cfg {
+        Cfg {
+            blocks: Vec::with_capacity(blocks),
+            insns: Vec::with_capacity(2 * blocks),
+            root: None,
+            shared: netsift_lang::fxhash::FxHashMap::with_capacity_and_hasher(
+                blocks,
+                Default::default(),
+            ),
+            same_hash: Vec::with_capacity(blocks),
+        }
+    }
+
+    /// Add a block of `stmts` ending with `term`, or return an identical one added before (same
+    /// statements, same exits). Adding successors before predecessors shares whole identical
+    /// sub-graphs.
+    pub fn add_shared(&mut self, stmts: &[Insn], term: Term) -> BlockId {
         // Blocks are found by their hash, then compared with the stored ones of that hash.
         let hash = {
             let mut h = netsift_lang::fxhash::FxHasher::default();
-            b.hash(&mut h);
+            stmts.hash(&mut h);
+            term.hash(&mut h);
             h.finish()
         };
         let first = self.shared.get(&hash).copied().unwrap_or(u32::MAX);
         let mut id = first;
         while id != u32::MAX {
-            if self.blocks[id as usize] == b {
+            let b = &self.blocks[id as usize];
+            if b.term == term && self.stmts_of(b) == stmts {
                 return BlockId(id);
             }
             id = self.same_hash[id as usize];
         }
-        let id = self.add(b);
+        let id = self.add(stmts, term);
         self.same_hash.resize(self.blocks.len(), u32::MAX);
         self.same_hash[id.0 as usize] = first;
         self.shared.insert(hash, id.0);
         id
     }
 
-    pub fn add(&mut self, b: Block) -> BlockId {
+    /// Add a block of `stmts` ending with `term`.
+    pub fn add(&mut self, stmts: &[Insn], term: Term) -> BlockId {
         let id = BlockId(self.blocks.len() as u32);
-        self.blocks.push(b);
+        self.blocks.push(Block {
+            start: self.insns.len() as u32,
+            len: stmts.len() as u32,
+            term,
+        });
+        self.insns.extend_from_slice(stmts);
         id
+    }
+
+    /// Change the terminator of block `id` (a loop's back edge, known once the loop is built);
+    /// the block must not have been shared.
+    pub fn set_term(&mut self, id: BlockId, term: Term) {
+        self.blocks[id.0 as usize].term = term;
     }
 
     pub fn block(&self, id: BlockId) -> &Block {
         &self.blocks[id.0 as usize]
+    }
+
+    /// The statements of block `id`.
+    pub fn stmts(&self, id: BlockId) -> &[Insn] {
+        self.stmts_of(self.block(id))
+    }
+
+    fn stmts_of(&self, b: &Block) -> &[Insn] {
+        &self.insns[b.start as usize..(b.start + b.len) as usize]
     }
 
     /// The successors, the false one (or the only one) first: the order of the layout's
@@ -98,18 +140,19 @@ impl Cfg {
         // Reverse post-order, visiting the false successor first so that the true successor
         // tends to come right after its test.
         let n = self.blocks.len();
-        let mut state = vec![0u8; n];
+        let mut slots = vec![Slot::default(); n];
         let mut post = Vec::with_capacity(n);
-        let mut stack: Vec<(BlockId, usize)> = vec![(root, 0)];
-        state[root.0 as usize] = 1;
+        let mut stack: Vec<(BlockId, usize)> = Vec::with_capacity(n.min(64));
+        stack.push((root, 0));
+        slots[root.0 as usize].seen = true;
         while let Some(&mut (b, ref mut i)) = stack.last_mut() {
             // Visit jf before jt.
-            let (order, len) = self.succs_jf_first(b);
+            let (succs, len) = self.succs_jf_first(b);
             if *i < len {
-                let s = order[*i];
+                let s = succs[*i];
                 *i += 1;
-                if state[s.0 as usize] == 0 {
-                    state[s.0 as usize] = 1;
+                if !slots[s.0 as usize].seen {
+                    slots[s.0 as usize].seen = true;
                     stack.push((s, 0));
                 }
             } else {
@@ -117,31 +160,34 @@ impl Cfg {
                 stack.pop();
             }
         }
-        post.reverse();
-        // Returns go last, one per distinct value, in order of first use.
-        let (mut order, rets): (Vec<BlockId>, Vec<BlockId>) = post
-            .into_iter()
-            .partition(|&b| !matches!(self.block(b).term, Term::Ret(_)));
+        // The body in reverse post-order, then the returns, one per distinct value, in order of
+        // first use (a return with statements is body).
+        let mut order: Vec<BlockId> = Vec::with_capacity(post.len());
+        order.extend(
+            post.iter()
+                .rev()
+                .filter(|&&b| !matches!(self.block(b).term, Term::Ret(_))),
+        );
         let body = order.len();
-        let mut ret_of_value: Vec<(u32, BlockId)> = Vec::new();
-        let mut canon = vec![None; n];
-        for b in rets {
+        let mut rets: Vec<(u32, BlockId)> = Vec::new();
+        for &b in post.iter().rev() {
             let Term::Ret(v) = self.block(b).term else {
                 continue;
             };
-            if !self.block(b).stmts.is_empty() {
+            if !self.stmts(b).is_empty() {
                 order.push(b);
                 continue;
             }
-            match ret_of_value.iter().find(|(rv, _)| *rv == v) {
-                Some(&(_, c)) => canon[b.0 as usize] = Some(c),
+            match rets.iter().position(|&(rv, _)| rv == v) {
+                Some(j) => slots[b.0 as usize].canon = Some(rets[j].1),
                 None => {
-                    ret_of_value.push((v, b));
+                    slots[b.0 as usize].ret = Some(rets.len() as u32);
+                    rets.push((v, b));
                     order.push(b);
                 }
             }
         }
-        let (out, trampolines) = self.place(&order, &canon, &ret_of_value, &[]);
+        let (out, trampolines) = self.place(&order, &mut slots, &rets, &[]);
         if !trampolines {
             return Program::new(out);
         }
@@ -155,9 +201,12 @@ impl Cfg {
                 islands.push(i);
                 pc = 0;
             }
-            pc += self.block(b).stmts.len() + 1;
+            pc += self.stmts(b).len() + 1;
         }
-        let (with_islands, _) = self.place(&order, &canon, &ret_of_value, &islands);
+        for s in &mut slots {
+            (s.long_t, s.long_f) = (false, false);
+        }
+        let (with_islands, _) = self.place(&order, &mut slots, &rets, &islands);
         Program::new(if with_islands.len() < out.len() {
             with_islands
         } else {
@@ -165,41 +214,38 @@ impl Cfg {
         })
     }
 
-    /// The program for blocks laid out in `order`, `canon` mapping returns to the one of their
-    /// value (`rets`, last in `order`), with a copy of those returns before each block whose
-    /// index is in `islands` (increasing): a jump to a return goes to the first copy after it.
-    /// Jumps longer than 255 instructions go through a `ja` placed right after them (the second
-    /// value: whether any does).
+    /// The program for blocks laid out in `order`, returns mapped by `slots` to the one of
+    /// their value (`rets`, last in `order`), with a copy of those returns before each block
+    /// whose index is in `islands` (increasing): a jump to a return goes to the first copy after
+    /// it. Jumps longer than 255 instructions go through a `ja` placed right after them (the
+    /// second value: whether any does).
     fn place(
         &self,
         order: &[BlockId],
-        canon: &[Option<BlockId>],
+        slots: &mut [Slot],
         rets: &[(u32, BlockId)],
         islands: &[usize],
     ) -> (Vec<Insn>, bool) {
-        let n = self.blocks.len();
-        let target = |b: BlockId| canon[b.0 as usize].unwrap_or(b);
-        // Per block: the index of its value in `rets`, for shared returns.
-        let mut ret_index = vec![usize::MAX; n];
-        for (j, &(_, b)) in rets.iter().enumerate() {
-            ret_index[b.0 as usize] = j;
-        }
+        let target = |slots: &[Slot], b: BlockId| slots[b.0 as usize].canon.unwrap_or(b);
         // Per position in `order`: the first island after the block there.
-        let mut next_island = vec![usize::MAX; order.len()];
-        let mut k = islands.len();
-        for i in (0..order.len()).rev() {
-            while k > 0 && islands[k - 1] > i {
-                k -= 1;
+        let next_island: Vec<usize> = if islands.is_empty() {
+            Vec::new()
+        } else {
+            let mut v = vec![usize::MAX; order.len()];
+            let mut k = islands.len();
+            for i in (0..order.len()).rev() {
+                while k > 0 && islands[k - 1] > i {
+                    k -= 1;
+                }
+                v[i] = if k < islands.len() { k } else { usize::MAX };
             }
-            next_island[i] = if k < islands.len() { k } else { usize::MAX };
-        }
-        let falls_to = |i: usize, t: BlockId| {
-            order.get(i + 1).copied() == Some(target(t)) && islands.binary_search(&(i + 1)).is_err()
+            v
+        };
+        let falls_to = |slots: &[Slot], i: usize, t: BlockId| {
+            order.get(i + 1).copied() == Some(target(slots, t))
+                && islands.binary_search(&(i + 1)).is_err()
         };
         // Iterate offsets until the long-jump trampolines are stable.
-        let mut long_t = vec![false; n];
-        let mut long_f = vec![false; n];
-        let mut offset = vec![0usize; n];
         let mut island_at = vec![0usize; islands.len()];
         loop {
             let mut pc = 0;
@@ -210,24 +256,24 @@ impl Cfg {
                     pc += rets.len();
                     k += 1;
                 }
-                offset[b.0 as usize] = pc;
+                let slot = slots[b.0 as usize];
+                slots[b.0 as usize].offset = pc as u32;
                 let blk = self.block(b);
-                pc += blk.stmts.len();
+                pc += blk.len as usize;
                 pc += match blk.term {
                     Term::Ret(_) => 1,
-                    Term::Jump { .. } => {
-                        1 + usize::from(long_t[b.0 as usize]) + usize::from(long_f[b.0 as usize])
-                    }
+                    Term::Jump { .. } => 1 + usize::from(slot.long_t) + usize::from(slot.long_f),
                     // A jump to the very next block is dropped.
-                    Term::Goto(t) => usize::from(!falls_to(i, t)),
+                    Term::Goto(t) => usize::from(!falls_to(slots, i, t)),
                 };
             }
             // Where a jump from the block at position `i` to `t` lands.
-            let dest = |i: usize, t: BlockId| {
-                let t = target(t);
-                match (ret_index[t.0 as usize], next_island[i]) {
-                    (j, k) if j != usize::MAX && k != usize::MAX => island_at[k] + j,
-                    _ => offset[t.0 as usize],
+            let dest = |slots: &[Slot], i: usize, t: BlockId| {
+                let t = target(slots, t);
+                let island = next_island.get(i).copied().unwrap_or(usize::MAX);
+                match slots[t.0 as usize].ret {
+                    Some(j) if island != usize::MAX => island_at[island] + j as usize,
+                    _ => slots[t.0 as usize].offset as usize,
                 }
             };
             let mut changed = false;
@@ -235,14 +281,16 @@ impl Cfg {
                 let blk = self.block(b);
                 if let Term::Jump { jt, jf, .. } = blk.term {
                     // Offsets count from the instruction after the jump.
-                    let next = (offset[b.0 as usize] + blk.stmts.len() + 1) as i64;
-                    let rel = |t: BlockId| dest(i, t) as i64 - next;
-                    if !long_t[b.0 as usize] && !(0..=255).contains(&rel(jt)) {
-                        long_t[b.0 as usize] = true;
+                    let next = (slots[b.0 as usize].offset as usize + blk.len as usize + 1) as i64;
+                    let rel = |t: BlockId| dest(slots, i, t) as i64 - next;
+                    let (rt, rf) = (rel(jt), rel(jf));
+                    let slot = &mut slots[b.0 as usize];
+                    if !slot.long_t && !(0..=255).contains(&rt) {
+                        slot.long_t = true;
                         changed = true;
                     }
-                    if !long_f[b.0 as usize] && !(0..=255).contains(&rel(jf)) {
-                        long_f[b.0 as usize] = true;
+                    if !slot.long_f && !(0..=255).contains(&rf) {
+                        slot.long_f = true;
                         changed = true;
                     }
                 }
@@ -253,40 +301,57 @@ impl Cfg {
             // Emit.
             let mut out = Vec::with_capacity(pc);
             let mut k = 0;
+            let mut trampolines = false;
             for (i, &b) in order.iter().enumerate() {
                 if islands.get(k) == Some(&i) {
                     out.extend(rets.iter().map(|&(v, _)| Insn::stmt(RET | K, v)));
                     k += 1;
                 }
                 let blk = self.block(b);
-                out.extend_from_slice(&blk.stmts);
+                out.extend_from_slice(self.stmts_of(blk));
                 match blk.term {
                     Term::Ret(v) => out.push(Insn::stmt(RET | K, v)),
                     Term::Goto(t) => {
-                        if !falls_to(i, t) {
-                            let rel = dest(i, t) as i64 - (out.len() as i64 + 1);
+                        if !falls_to(slots, i, t) {
+                            let rel = dest(slots, i, t) as i64 - (out.len() as i64 + 1);
                             out.push(Insn::stmt(JMP | JA, rel as i32 as u32));
                         }
                     }
                     Term::Jump { code, k, jt, jf } => {
                         // Long targets go through `ja` trampolines placed right after the jump:
                         // the true side's first, then the false side's.
-                        let (lt, lf) = (long_t[b.0 as usize], long_f[b.0 as usize]);
+                        let (lt, lf) = (slots[b.0 as usize].long_t, slots[b.0 as usize].long_f);
+                        trampolines |= lt || lf;
                         let next = out.len() + 1;
-                        let rel = |t: BlockId| (dest(i, t) - next) as u8;
+                        let rel = |t: BlockId| (dest(slots, i, t) - next) as u8;
                         let jt_off = if lt { 0 } else { rel(jt) };
                         let jf_off = if lf { u8::from(lt) } else { rel(jf) };
                         out.push(Insn::jump(code, k, jt_off, jf_off));
                         for t in [lt.then_some(jt), lf.then_some(jf)].into_iter().flatten() {
                             let here = out.len() + 1;
-                            let d = dest(i, t) as i64 - here as i64;
+                            let d = dest(slots, i, t) as i64 - here as i64;
                             out.push(Insn::stmt(JMP | JA, d as i32 as u32));
                         }
                     }
                 }
             }
-            let trampolines = long_t.iter().chain(&long_f).any(|&l| l);
             return (out, trampolines);
         }
     }
+}
+
+/// What the layout knows of a block.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    /// Reached by the depth-first search.
+    seen: bool,
+    /// A return block of the same value as an earlier one: that one.
+    canon: Option<BlockId>,
+    /// A shared return block: its index among the returns.
+    ret: Option<u32>,
+    /// Its offset in the program.
+    offset: u32,
+    /// Whether its jump's true (false) target is too far and goes through a `ja`.
+    long_t: bool,
+    long_f: bool,
 }

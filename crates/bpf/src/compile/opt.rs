@@ -29,7 +29,7 @@ use std::rc::Rc;
 use netsift_lang::Pred;
 use netsift_lang::pred::{self, ArithOp, Base, Cmp, Field, Loc, Node, NodeId, RelOp, Test, Val};
 
-use super::cfg::{Block, BlockId, Cfg, Term};
+use super::cfg::{BlockId, Cfg, Term};
 use super::emit::{ValCompiler, push_load_field, size_bits};
 use super::{CompileError, CompileErrorKind};
 use crate::insn::{Insn, code::*};
@@ -1732,21 +1732,33 @@ enum Holds {
     Reg(u8),
 }
 
-pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
+/// The decision graph of `pred` and its root.
+fn decision_graph(pred: &Pred) -> Result<(Graph, Ref), CompileError> {
     // The decision graph has about three nodes per node of the predicate.
     let size = 3 * pred.nodes().len();
-    let mut g0 = Graph::with_capacity(size);
+    let mut g = Graph::with_capacity(size);
     let mut memo = HashMap::with_capacity_and_hasher(size, Default::default());
     let mut atoms = vec![None; pred.nodes().len()];
     let root = build(
         pred,
-        &mut g0,
+        &mut g,
         &mut memo,
         &mut atoms,
         pred.root(),
         ACCEPT,
         REJECT,
     )?;
+    Ok((g, root))
+}
+
+pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
+    let (g0, root) = decision_graph(pred)?;
+    if root >= FIRST && nothing_to_specialise(&g0) {
+        // No path can know anything that decides a later test: specialisation would give
+        // the graph back as it is; and with every field tested once, no chain has two tests of
+        // one field to group.
+        return emit(&g0, root, snaplen);
+    }
     let g0_root = root;
     // The facts of each path (may copy a node once per distinct set of facts that decides
     // something below it).
@@ -1779,6 +1791,36 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     }
     let (g, root) = regroup(&g, root);
     emit(&g, root, snaplen)
+}
+
+/// Whether specialisation gives `g` back unchanged, so that it need not run: every atom is a
+/// test and each field (key) is tested by one node only — no path tests a field twice, so no
+/// fact a path learns decides or prunes a later test (the needs of "accept" below a node are on
+/// other fields than the facts above it) — and no test is decided by its field's width alone
+/// (`ether[0] > 255`). Most filters people type (`ip`, `tcp`, `host X` on raw IP) are such.
+/// `skipping_specialisation_changes_nothing` checks the claim.
+fn nothing_to_specialise(g: &Graph) -> bool {
+    if g.nodes.len() > 64 {
+        return false;
+    }
+    let mut seen = 0u64;
+    for n in &g.nodes {
+        let key = g.keys[n.atom as usize];
+        if key >= 64 || seen & (1 << key) != 0 {
+            return false;
+        }
+        seen |= 1 << key;
+        let Atom::Test(t) = &g.atoms[n.atom as usize] else {
+            return false;
+        };
+        if Know::new(max_value(&t.field, t.mask))
+            .decide(&t.cmp, false)
+            .is_some()
+        {
+            return false;
+        }
+    }
+    true
 }
 
 /// Regroup chains of tests by field: in a run of tests that all lead to the same place when
@@ -2050,37 +2092,39 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
 
 /// Emit blocks for the specialised graph, eliding loads of values already in A or X.
 fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
-    let mut cfg = Cfg::default();
-    let accept = cfg.add_shared(Block {
-        stmts: vec![],
-        term: Term::Ret(snaplen),
-    });
-    let reject = cfg.add_shared(Block {
-        stmts: vec![],
-        term: Term::Ret(0),
-    });
+    let mut cfg = Cfg::with_capacity(g.nodes.len() + 2);
+    let accept = cfg.add_shared(&[], Term::Ret(snaplen));
+    let reject = cfg.add_shared(&[], Term::Ret(0));
     if root < FIRST {
         cfg.root = Some(if root == ACCEPT { accept } else { reject });
         return Ok(cfg);
     }
+    /// What emission knows of a node of the graph.
+    #[derive(Clone, Copy, Default)]
+    struct Slot<'a> {
+        reach: bool,
+        /// What A and X hold on entry: the common value of all predecessors' exits.
+        a_in: Option<Holds>,
+        x_in: Option<Holds>,
+        /// The block's branch, and its statements (a range of `stmts`).
+        plan: Option<(Br<'a>, u32, u32)>,
+        block: Option<BlockId>,
+    }
+    let mut slots: Vec<Slot<'_>> = vec![Slot::default(); g.nodes.len()];
     // Reachable nodes in topological order: successors have smaller refs, so decreasing refs.
-    let mut reach = vec![false; g.nodes.len()];
-    reach[(root - FIRST) as usize] = true;
+    slots[(root - FIRST) as usize].reach = true;
     for i in (0..g.nodes.len()).rev() {
-        if reach[i] {
+        if slots[i].reach {
             let n = g.nodes[i];
             for s in [n.t, n.f] {
                 if s >= FIRST {
-                    reach[(s - FIRST) as usize] = true;
+                    slots[(s - FIRST) as usize].reach = true;
                 }
             }
         }
     }
-    // Register contents on entry: the common value of all predecessors' exits.
-    let mut a_in: Vec<Option<Holds>> = vec![None; g.nodes.len()];
-    let mut x_in: Vec<Option<Holds>> = vec![None; g.nodes.len()];
-    a_in[(root - FIRST) as usize] = Some(Holds::Unknown);
-    x_in[(root - FIRST) as usize] = Some(Holds::Unknown);
+    slots[(root - FIRST) as usize].a_in = Some(Holds::Unknown);
+    slots[(root - FIRST) as usize].x_in = Some(Holds::Unknown);
     let meet = |slot: &mut Option<Holds>, v: Holds| {
         *slot = Some(match *slot {
             None => v,
@@ -2088,18 +2132,17 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
             Some(_) => Holds::Unknown,
         });
     };
-    let mut plans: Vec<Option<(Vec<Insn>, Br<'_>)>> = vec![None; g.nodes.len()];
+    // The statements of every block, one after the other.
+    let mut stmts: Vec<Insn> = Vec::with_capacity(2 * g.nodes.len());
     let mut vals = ValCompiler::new(0);
     for i in (0..g.nodes.len()).rev() {
-        if !reach[i] {
+        if !slots[i].reach {
             continue;
         }
         let n = g.nodes[i];
-        let (ain, xin) = (
-            a_in[i].unwrap_or(Holds::Unknown),
-            x_in[i].unwrap_or(Holds::Unknown),
-        );
-        let mut stmts = Vec::new();
+        let ain = slots[i].a_in.unwrap_or(Holds::Unknown);
+        let xin = slots[i].x_in.unwrap_or(Holds::Unknown);
+        let start = stmts.len() as u32;
         let (br, aout, xout) = match &g.atoms[n.atom as usize] {
             Atom::Test(t) => plan_test(t, ain, xin, &mut stmts),
             Atom::Rel(a, op, b) => {
@@ -2107,85 +2150,159 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
                 (Br::Jump(code, k, false), Holds::Unknown, Holds::Unknown)
             }
         };
-        plans[i] = Some((stmts, br));
+        slots[i].plan = Some((br, start, stmts.len() as u32));
         for s in [n.t, n.f] {
             if s >= FIRST {
                 let j = (s - FIRST) as usize;
-                meet(&mut a_in[j], aout);
-                meet(&mut x_in[j], xout);
+                meet(&mut slots[j].a_in, aout);
+                meet(&mut slots[j].x_in, xout);
             }
         }
     }
     // Blocks, created successors first.
-    let mut block_of: Vec<Option<BlockId>> = vec![None; g.nodes.len()];
-    let target = |r: Ref, block_of: &Vec<Option<BlockId>>| -> BlockId {
+    let target = |r: Ref, slots: &[Slot<'_>]| -> BlockId {
         match r {
             ACCEPT => accept,
             REJECT => reject,
-            r => block_of[(r - FIRST) as usize].unwrap_or(reject),
+            r => slots[(r - FIRST) as usize].block.unwrap_or(reject),
         }
     };
     for i in 0..g.nodes.len() {
-        if !reach[i] {
-            continue;
-        }
-        let n = g.nodes[i];
-        let (jt, jf) = (target(n.t, &block_of), target(n.f, &block_of));
-        let Some((stmts, br)) = plans[i].take() else {
+        let Some((br, start, end)) = slots[i].plan else {
             continue;
         };
+        let n = g.nodes[i];
+        let (jt, jf) = (target(n.t, &slots), target(n.f, &slots));
+        let own = &stmts[start as usize..end as usize];
         let id = match br {
             Br::Jump(code, k, swap) => {
                 let (jt, jf) = if swap { (jf, jt) } else { (jt, jf) };
-                cfg.add_shared(Block {
-                    stmts,
-                    term: Term::Jump { code, k, jt, jf },
-                })
+                cfg.add_shared(own, Term::Jump { code, k, jt, jf })
             }
             Br::OneOf(vs) => {
                 let mut next = jf;
-                let mut stmts = Some(stmts);
                 for (j, &v) in vs.iter().enumerate().rev() {
-                    let s = if j == 0 {
-                        stmts.take().unwrap_or_default()
-                    } else {
-                        vec![]
+                    let code = JMP | JEQ | K;
+                    let term = Term::Jump {
+                        code,
+                        k: v,
+                        jt,
+                        jf: next,
                     };
-                    next = cfg.add_shared(Block {
-                        stmts: s,
-                        term: Term::Jump {
-                            code: JMP | JEQ | K,
-                            k: v,
-                            jt,
-                            jf: next,
-                        },
-                    });
+                    next = cfg.add_shared(if j == 0 { own } else { &[] }, term);
                 }
                 next
             }
             Br::Range(lo, hi) => {
-                let upper = cfg.add_shared(Block {
-                    stmts: vec![],
-                    term: Term::Jump {
+                let upper = cfg.add_shared(
+                    &[],
+                    Term::Jump {
                         code: JMP | JGT | K,
                         k: hi,
                         jt: jf,
                         jf: jt,
                     },
-                });
-                cfg.add_shared(Block {
-                    stmts,
-                    term: Term::Jump {
+                );
+                cfg.add_shared(
+                    own,
+                    Term::Jump {
                         code: JMP | JGE | K,
                         k: lo,
                         jt: upper,
                         jf,
                     },
-                })
+                )
             }
         };
-        block_of[i] = Some(id);
+        slots[i].block = Some(id);
     }
-    cfg.root = Some(target(root, &block_of));
+    cfg.root = Some(target(root, &slots));
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netsift_lang::{Context, compile as front};
+    use netsift_wire::LinkType;
+
+    /// Where [`nothing_to_specialise`] holds, specialising and regrouping give the program the
+    /// optimiser makes without them: on random conjunctions, disjunctions and negations of
+    /// everyday primitives, for every link type.
+    #[test]
+    fn skipping_specialisation_changes_nothing() {
+        const PRIMS: [&str; 24] = [
+            "ip",
+            "ip6",
+            "arp",
+            "tcp",
+            "udp",
+            "icmp",
+            "vlan",
+            "port 53",
+            "tcp port 80",
+            "udp dst port 123",
+            "host 198.18.0.1",
+            "src host 198.18.0.2",
+            "dst net 10.0.0.0/8",
+            "net 192.168.0.0/16",
+            "ether host 2:0:0:0:0:1",
+            "ip[8] > 64",
+            "len > 100",
+            "tcp[tcpflags] & tcp-syn != 0",
+            "portrange 1-1023",
+            "ip proto 47",
+            "ether broadcast",
+            "ip6 host 2001:db8::1",
+            "less 60",
+            "ether[0] & 1 = 0",
+        ];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let (mut checked, mut skipped) = (0, 0);
+        for _ in 0..4000 {
+            let mut e = PRIMS[next(PRIMS.len())].to_string();
+            for _ in 0..next(4) {
+                let op = ["and", "or", "and not"][next(3)];
+                e = format!("{e} {op} {}", PRIMS[next(PRIMS.len())]);
+            }
+            if next(4) == 0 {
+                e = format!("not ({e})");
+            }
+            for lt in [
+                LinkType::ETHERNET,
+                LinkType::RAW,
+                LinkType::LINUX_SLL,
+                LinkType::NULL,
+            ] {
+                let Ok(pred) = front(&e, &Context::new(lt)) else {
+                    continue;
+                };
+                if !pred.optimizable() {
+                    continue;
+                }
+                let (g0, root) = decision_graph(&pred).unwrap();
+                checked += 1;
+                if root < FIRST || !nothing_to_specialise(&g0) {
+                    continue;
+                }
+                skipped += 1;
+                let without = emit(&g0, root, 65535).unwrap().linearize();
+                let mut sp = Specialiser::new(&g0);
+                let (g, r, _) = specialise(&g0, &mut sp, root, 1 << 20).unwrap();
+                let (g, r) = regroup(&g, r);
+                let with = emit(&g, r, 65535).unwrap().linearize();
+                assert_eq!(without, with, "{e} on {lt}");
+            }
+        }
+        assert!(
+            skipped * 10 > checked,
+            "only {skipped} of {checked} graphs skipped"
+        );
+    }
 }

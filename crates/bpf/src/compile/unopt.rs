@@ -7,7 +7,7 @@
 use netsift_lang::pred::{Base, Cmp, Node, NodeId, Pred, Special, Test};
 
 use super::CompileError;
-use super::cfg::{Block, BlockId, Cfg, Term};
+use super::cfg::{BlockId, Cfg, Term};
 use super::emit::{ValCompiler, load_field, var_ipv4_hlen};
 use crate::insn::{Insn, code::*};
 
@@ -22,14 +22,8 @@ pub(crate) struct Unopt<'a> {
 impl<'a> Unopt<'a> {
     pub fn new(pred: &'a Pred, snaplen: u32, floor: u8) -> Unopt<'a> {
         let mut cfg = Cfg::default();
-        let accept = cfg.add(Block {
-            stmts: vec![],
-            term: Term::Ret(snaplen),
-        });
-        let reject = cfg.add(Block {
-            stmts: vec![],
-            term: Term::Ret(0),
-        });
+        let accept = cfg.add(&[], Term::Ret(snaplen));
+        let reject = cfg.add(&[], Term::Ret(0));
         Unopt {
             pred,
             cfg,
@@ -48,7 +42,7 @@ impl<'a> Unopt<'a> {
     }
 
     fn block(&mut self, stmts: Vec<Insn>, term: Term) -> BlockId {
-        self.cfg.add(Block { stmts, term })
+        self.cfg.add(&stmts, term)
     }
 
     fn jump(&mut self, stmts: Vec<Insn>, code: u16, k: u32, jt: BlockId, jf: BlockId) -> BlockId {
@@ -270,12 +264,15 @@ impl<'a> Unopt<'a> {
             ah
         };
         let none = self.jump(vec![], JMP | JEQ | K, 59, end, after_none);
-        self.cfg.blocks[again.0 as usize].term = Term::Jump {
-            code: JMP | JEQ | K,
-            k: v,
-            jt: end,
-            jf: none,
-        };
+        self.cfg.set_term(
+            again,
+            Term::Jump {
+                code: JMP | JEQ | K,
+                k: v,
+                jt: end,
+                jf: none,
+            },
+        );
         let entry_stmts = if ipv6 {
             vec![
                 Insn::stmt(LD | B | ABS, nl + 6),
