@@ -129,13 +129,13 @@ impl FilterClass for MemClass {
         (0, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, netsift_graph::Error> {
         let passes = match args.first() {
             None => 1,
             Some(a) if a.text.is_empty() => 1,
-            Some(a) => a
-                .number()
-                .ok_or_else(|| format!("mem: PASSES `{}` is not a number", a.text))?,
+            Some(a) => a.number().ok_or_else(|| {
+                netsift_graph::Error::argument(format!("mem: PASSES `{}` is not a number", a.text))
+            })?,
         };
         let total = (self.0.len() as u64).saturating_mul(passes);
         Ok(Instance::Source(Box::new(MemSource {
@@ -159,7 +159,7 @@ impl Source for MemSource {
         LinkType::ETHERNET
     }
 
-    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+    fn next_packet(&mut self) -> Result<Option<Packet>, netsift_graph::Error> {
         if self.left == 0 {
             return Ok(None);
         }

@@ -113,7 +113,7 @@ impl FilterClass for DeviceOverride {
         &self,
         _args: &[Arg],
         ctx: &netsift_graph::class::Context,
-    ) -> Result<Instance, String> {
+    ) -> Result<Instance, netsift_graph::Error> {
         self.inner.instantiate(&self.args, ctx)
     }
 }

@@ -141,7 +141,7 @@ fn graph(target: Target, expr: &str) -> Result<Program, String> {
         text: expr.to_string(),
         quoted: true,
     };
-    match class.instantiate(&[arg], &ctx)? {
+    match class.instantiate(&[arg], &ctx).map_err(|e| e.to_string())? {
         Instance::Filter(f) => Ok(f.program().expect("bpf runs a program").clone()),
         Instance::Source(_) => Err("a source".into()),
     }

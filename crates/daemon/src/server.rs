@@ -445,7 +445,8 @@ impl Daemon {
                 let reply = if errors.is_empty() {
                     Reply::Ok(String::new())
                 } else {
-                    Reply::Err(errors.join("; "))
+                    let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                    Reply::Err(texts.join("; "))
                 };
                 (reply, Vec::new())
             }
@@ -620,7 +621,7 @@ impl Drop for Background {
     }
 }
 
-fn result(r: Result<(), netsift_graph::FlowError>) -> Reply {
+fn result(r: Result<(), netsift_graph::Error>) -> Reply {
     match r {
         Ok(()) => Reply::Ok(String::new()),
         Err(e) => Reply::Err(e.to_string()),

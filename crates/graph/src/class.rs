@@ -17,6 +17,7 @@ use std::sync::Arc;
 use netsift_capture::{LinkType, Packet};
 use netsift_filter::Target;
 
+use crate::error::Error;
 use crate::mbuf::MBuf;
 
 pub use netsift_ring::Pkt;
@@ -51,7 +52,8 @@ pub trait Filter: Send {
     fn process(&mut self, pkt: &Pkt<'_>, mbuf: &MBuf) -> Verdict;
 
     /// The input ended or the flow is closing: flush what is buffered (a `pcap` sink's file).
-    fn finish(&mut self, _mbuf: &MBuf) -> Result<(), String> {
+    /// The graph prefixes the message of an error with the class's name (`pcap: …`).
+    fn finish(&mut self, _mbuf: &MBuf) -> Result<(), Error> {
         Ok(())
     }
 
@@ -86,13 +88,14 @@ pub trait Source: Send {
         Target::live(self.link_type(), netsift_filter::DEFAULT_SNAPLEN)
     }
 
-    /// The next packet, `Ok(None)` at the end of the input (a live source waits for one).
-    fn next_packet(&mut self) -> Result<Option<Packet>, String>;
+    /// The next packet, `Ok(None)` at the end of the input (a live source waits for one). An
+    /// error (usually [`ErrorKind::Source`](crate::ErrorKind::Source)) stops the capture loop.
+    fn next_packet(&mut self) -> Result<Option<Packet>, Error>;
 
     /// The next packet, or [`Polled::Idle`] when a live source has none within its poll
     /// interval, so that the capture loop can notice Ctrl-C or a packet limit. The default
     /// never idles.
-    fn poll_packet(&mut self) -> Result<Polled, String> {
+    fn poll_packet(&mut self) -> Result<Polled, Error> {
         Ok(match self.next_packet()? {
             Some(p) => Polled::Packet(p),
             None => Polled::End,
@@ -107,7 +110,7 @@ pub trait Source: Send {
         &mut self,
         max: usize,
         f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp),
-    ) -> Option<Result<usize, String>> {
+    ) -> Option<Result<usize, Error>> {
         let _ = (max, f);
         None
     }
@@ -222,8 +225,11 @@ pub trait FilterClass: Send + Sync {
         None
     }
 
-    /// Make an instance from `args` (the MBuf size already removed).
-    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, String>;
+    /// Make an instance from `args` (the MBuf size already removed). An error names the class
+    /// and the argument (`sampler: argument 1 (N) …`, usually [`Error::argument`]); the runtime
+    /// prefixes it with the class's name and shows the flow's text with a caret under the
+    /// filter.
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error>;
 }
 
 /// The classes a graph may use, by name.

@@ -21,6 +21,7 @@ use netsift_capture::{LinkType, Packet};
 use netsift_filter::{DEFAULT_SNAPLEN, Target};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Polled, Source, Verdict};
+use crate::error::{Error, ErrorKind};
 use crate::mbuf::MBuf;
 
 /// The index of a node.
@@ -153,8 +154,9 @@ impl Dataflow {
     /// Place the stages of a flow (the first of sources), reusing nodes with the same key, and
     /// count the flow as a user of every node it uses. Returns the node of every filter, per
     /// stage and in order (two identical filters of one stage are one node, listed twice). On
-    /// an error nothing is left behind.
-    pub fn add_flow(&mut self, stages: &[Vec<Spec>]) -> Result<Vec<Vec<NodeId>>, (usize, String)> {
+    /// an error — with the index of the filter to blame, counting over the stages — nothing is
+    /// left behind.
+    pub fn add_flow(&mut self, stages: &[Vec<Spec>]) -> Result<Vec<Vec<NodeId>>, (usize, Error)> {
         self.generation += 1;
         let mut placed: Vec<Vec<NodeId>> = Vec::new();
         let mut created: Vec<NodeId> = Vec::new();
@@ -208,7 +210,7 @@ impl Dataflow {
         Ok(placed)
     }
 
-    fn make(&mut self, spec: &Spec, upstream: Vec<NodeId>) -> Result<Node, String> {
+    fn make(&mut self, spec: &Spec, upstream: Vec<NodeId>) -> Result<Node, Error> {
         // The target is the upstream nodes' (whose link types must agree; the first one's
         // snap length and origin).
         let mut target: Option<Target> = None;
@@ -217,9 +219,12 @@ impl Dataflow {
             match (target, t) {
                 (None, t) => target = t,
                 (Some(a), Some(b)) if a.link_type != b.link_type => {
-                    return Err(format!(
-                        "its upstream filters see different link types ({} and {})",
-                        a.link_type, b.link_type
+                    return Err(Error::new(
+                        ErrorKind::LinkType,
+                        format!(
+                            "its upstream filters see different link types ({} and {})",
+                            a.link_type, b.link_type
+                        ),
                     ));
                 }
                 _ => {}
@@ -230,7 +235,8 @@ impl Dataflow {
             mbuf_bytes: spec.mbuf.div_ceil(8) * 8,
         };
         let mbuf = if self.shared_mbufs && spec.mbuf > 0 {
-            MBuf::new_shared(spec.mbuf).map_err(|e| format!("cannot create its MBuf: {e}"))?
+            MBuf::new_shared(spec.mbuf)
+                .map_err(|e| Error::io(format!("cannot create its MBuf: {e}"), e))?
         } else {
             MBuf::new(spec.mbuf)
         };
@@ -259,8 +265,8 @@ impl Dataflow {
     }
 
     /// A flow stopped using `ids`: nodes nobody uses any more are finished and destroyed
-    /// (returns the errors of their `finish`).
-    pub fn release(&mut self, ids: &[NodeId]) -> Vec<String> {
+    /// (returns the errors of their `finish`, each prefixed with the class's name).
+    pub fn release(&mut self, ids: &[NodeId]) -> Vec<Error> {
         let mut ids: Vec<NodeId> = ids.to_vec();
         ids.sort_unstable();
         ids.dedup();
@@ -273,7 +279,8 @@ impl Dataflow {
                 if let Body::Filter(f) = &mut n.body
                     && let Err(e) = f.finish(&n.mbuf)
                 {
-                    errors.push(format!("{}: {e}", n.class.name()));
+                    let class = n.class.name();
+                    errors.push(e.map_message(|m| format!("{class}: {m}")));
                 }
                 self.destroy(id);
             }
@@ -289,14 +296,16 @@ impl Dataflow {
         }
     }
 
-    /// Finish every filter (end of input); returns the errors.
-    pub fn finish_all(&mut self) -> Vec<String> {
+    /// Finish every filter (end of input); returns the errors, each prefixed with the class's
+    /// name.
+    pub fn finish_all(&mut self) -> Vec<Error> {
         let mut errors = Vec::new();
         for n in self.nodes.iter_mut().flatten() {
             if let Body::Filter(f) = &mut n.body
                 && let Err(e) = f.finish(&n.mbuf)
             {
-                errors.push(format!("{}: {e}", n.class.name()));
+                let class = n.class.name();
+                errors.push(e.map_message(|m| format!("{class}: {m}")));
             }
         }
         errors
@@ -304,7 +313,7 @@ impl Dataflow {
 
     /// Take the next packet of source `id` (`Ok(None)` when it has none now, at its end, or
     /// when `id` is not a source with input left).
-    pub fn next_from(&mut self, id: NodeId) -> Result<Option<Packet>, String> {
+    pub fn next_from(&mut self, id: NodeId) -> Result<Option<Packet>, Error> {
         // Not `node_mut`: taking a packet does not change the graph.
         let Some(n) = self.nodes.get_mut(id).and_then(Option::as_mut) else {
             return Ok(None);

@@ -15,6 +15,7 @@ use netsift_classify::Classifier;
 use netsift_filter::{Choice, DEFAULT_SNAPLEN, Engine, Filter as FilterApi, Target};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Registry, Source, Verdict};
+use crate::error::{Error, ErrorKind};
 use crate::mbuf::MBuf;
 
 /// Register the engine classes in `reg`.
@@ -80,13 +81,14 @@ impl FilterClass for ExprClass {
 
     /// Compiles the expression for the packets that reach the instance (their link type, snap
     /// length and origin, from the source upstream; a live Ethernet capture when unknown) and
-    /// builds it with this class's engine, through `netsift-filter`.
-    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, String> {
+    /// builds it with this class's engine, through `netsift-filter` (whose error is the
+    /// [`ErrorKind::Expression`] error's source).
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         let target = ctx
             .target
             .unwrap_or(Target::live(LinkType::ETHERNET, DEFAULT_SNAPLEN));
         let filter = FilterApi::compile(&args[0].text, &target, Choice::only(self.0))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| Error::with_source(ErrorKind::Expression, e.to_string(), e))?;
         Ok(Instance::Filter(Box::new(ExprFilter(filter))))
     }
 }
@@ -158,26 +160,30 @@ impl FilterClass for FplClass {
         ))
     }
 
-    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         make_fpl(&args[0].text, (ctx.mbuf_bytes / 8).max(1))
     }
 }
 
-fn make_fpl(text: &str, words: usize) -> Result<Instance, String> {
+fn make_fpl(text: &str, words: usize) -> Result<Instance, Error> {
     let src = match text.strip_prefix('@') {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
-        }
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?,
         None => text.to_string(),
     };
     if !words.is_power_of_two() {
-        return Err(format!(
-            "the MBuf of an FPL filter must be 8 x a power of two bytes ({} bytes given)",
-            words * 8
+        return Err(Error::new(
+            ErrorKind::MBuf,
+            format!(
+                "the MBuf of an FPL filter must be 8 x a power of two bytes ({} bytes given)",
+                words * 8
+            ),
         ));
     }
     let program = netsift_fpl::Program::compile(&src, &netsift_fpl::Registry::standard(), words)
-        .map_err(|e| format!("\n{}", e.render(&src)))?;
+        .map_err(|e| {
+            Error::with_source(ErrorKind::Expression, format!("\n{}", e.render(&src)), e)
+        })?;
     let native = program.native().ok();
     Ok(Instance::Filter(Box::new(FplFilter {
         program,
@@ -227,7 +233,7 @@ impl Filter for FplFilter {
         }
     }
 
-    fn finish(&mut self, mbuf: &MBuf) -> Result<(), String> {
+    fn finish(&mut self, mbuf: &MBuf) -> Result<(), Error> {
         self.publish(mbuf);
         Ok(())
     }
@@ -268,11 +274,12 @@ impl FilterClass for ClassifyClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let path = &args[0].text;
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        let rules =
-            netsift_classify::classbench::parse_rules(&text).map_err(|e| format!("{path}: {e}"))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?;
+        let rules = netsift_classify::classbench::parse_rules(&text)
+            .map_err(|e| Error::with_source(ErrorKind::Expression, format!("{path}: {e}"), e))?;
         let built = netsift_classify::engine::build(netsift_classify::engine::Kind::Auto, &rules);
         Ok(Instance::Filter(Box::new(ClassifyFilter {
             engine: built.engine,
@@ -346,17 +353,22 @@ impl FilterClass for NicClass {
         (3, 3)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let path = &args[0].text;
         let queues = args[1]
             .number()
             .filter(|&q| (1..=1024).contains(&q))
-            .ok_or_else(|| format!("QUEUES must be 1 to 1024, not `{}`", args[1].text))?;
-        let queue = args[2]
-            .number()
-            .filter(|&q| q < queues)
-            .ok_or_else(|| format!("QUEUE must be below {queues}, not `{}`", args[2].text))?;
-        let reader = CaptureReader::open(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+            .ok_or_else(|| {
+                Error::argument(format!("QUEUES must be 1 to 1024, not `{}`", args[1].text))
+            })?;
+        let queue = args[2].number().filter(|&q| q < queues).ok_or_else(|| {
+            Error::argument(format!(
+                "QUEUE must be below {queues}, not `{}`",
+                args[2].text
+            ))
+        })?;
+        let reader = CaptureReader::open(path)
+            .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?;
         let link_type = reader.link_type().unwrap_or(LinkType::ETHERNET);
         let target = Target::for_capture(&reader);
         Ok(Instance::Source(Box::new(NicSource {
@@ -387,9 +399,9 @@ impl Source for NicSource {
         self.target
     }
 
-    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+    fn next_packet(&mut self) -> Result<Option<Packet>, Error> {
         while let Some(item) = self.reader.next_packet() {
-            let p = item.map_err(|e| e.to_string())?;
+            let p = item.map_err(|e| Error::with_source(ErrorKind::Source, e.to_string(), e))?;
             if self.nic.receive_packet(p).queue() == Some(self.queue) {
                 return Ok(Some(p.to_owned()));
             }

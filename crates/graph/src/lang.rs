@@ -900,8 +900,8 @@ pub(crate) mod tests {
         fn min_mbuf(&self, _args: &[Arg]) -> usize {
             self.min_mbuf
         }
-        fn instantiate(&self, _args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
-            Err("test class".into())
+        fn instantiate(&self, _args: &[Arg], _ctx: &Context) -> Result<Instance, crate::Error> {
+            Err(crate::Error::new(crate::ErrorKind::Other, "test class"))
         }
     }
 

@@ -16,6 +16,7 @@
 //! - [`runtime`]: instantiation with prefix merging (identical filters with identical upstream
 //!   are one instance), flows and their life cycle, the capture loop.
 //! - [`dot`]: the instantiated graph as Graphviz (the paper's Fig. 3).
+//! - [`error`]: the [`Error`] every fallible call returns, with its [`ErrorKind`].
 //! - [`shm`]: buffers in memory files, mapped by other processes (`netsiftd` and its clients).
 //!
 //! [`buffer`], [`mbuf`] and [`shm`] are the `netsift-ring` crate's, re-exported: the daemon's
@@ -28,6 +29,7 @@ pub mod classes;
 pub mod dataflow;
 pub mod dot;
 pub mod engines;
+pub mod error;
 pub mod lang;
 pub mod policy;
 pub mod runtime;
@@ -35,8 +37,11 @@ pub mod runtime;
 pub use netsift_ring::{buffer, mbuf, shm};
 
 pub use class::{Arg, Filter, FilterClass, Instance, Pkt, Polled, Registry, Source, Verdict};
+pub use error::{Error, ErrorKind};
 pub use mbuf::MBuf;
-pub use runtime::{FlowError, FlowId, FlowOptions, FlowState, Runtime};
+#[allow(deprecated)]
+pub use runtime::FlowError;
+pub use runtime::{FlowId, FlowOptions, FlowState, Runtime};
 
 /// Every class netsift ships: the standard classes ([`classes`]) and the engine classes
 /// ([`engines`]: `bpf`, `jit`, `swift`, `ebpf`, `classify`, `nic`).

@@ -30,6 +30,7 @@ use crate::buffer::{Group, Preference, Reader, ReaderId, Writer};
 use crate::class::{Pkt, Registry};
 use crate::dataflow::{Dataflow, NodeId, Spec};
 use crate::dot::{self, FlowLabel};
+use crate::error::{Error, ErrorKind};
 use crate::lang::{self, FilterSpec, FlowSpec, ResolvedFilter, Span, Stage};
 use crate::mbuf::MBuf;
 use crate::policy::Policy;
@@ -104,33 +105,10 @@ impl Default for FlowOptions {
     }
 }
 
-/// Why a flow could not be created, authorised, placed or changed; `Display` renders the flow
-/// text with a caret where a position is known.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FlowError {
-    message: String,
-}
-
-impl FlowError {
-    fn new(message: impl Into<String>) -> FlowError {
-        FlowError {
-            message: message.into(),
-        }
-    }
-
-    /// The whole message.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for FlowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for FlowError {}
+/// The former name of [`Error`], the runtime's error (an [`ErrorKind`] and the message; for a
+/// flow, its text with a caret where a position is known).
+#[deprecated(note = "use netsift_graph::Error")]
+pub type FlowError = Error;
 
 struct Flow {
     text: String,
@@ -249,18 +227,21 @@ impl Runtime {
     }
 
     /// Parse and check one flow (`text` holds exactly one). Errors show the text with a caret.
-    pub fn create(&mut self, text: &str, opts: FlowOptions) -> Result<FlowId, FlowError> {
-        let mut specs = lang::parse(text).map_err(|e| FlowError::new(e.render(text)))?;
+    pub fn create(&mut self, text: &str, opts: FlowOptions) -> Result<FlowId, Error> {
+        let mut specs = lang::parse(text).map_err(|e| Error::from_graph_error(e, text))?;
         if specs.len() != 1 {
-            return Err(FlowError::new(format!(
-                "one flow expected, found {} (separate flows with `;` in `create_all`)",
-                specs.len()
-            )));
+            return Err(Error::new(
+                ErrorKind::Syntax,
+                format!(
+                    "one flow expected, found {} (separate flows with `;` in `create_all`)",
+                    specs.len()
+                ),
+            ));
         }
         let mut spec = specs.remove(0);
         self.add_default_source(&mut spec, &opts);
         let resolved =
-            lang::check(&spec, &self.registry).map_err(|e| FlowError::new(e.render(text)))?;
+            lang::check(&spec, &self.registry).map_err(|e| Error::from_graph_error(e, text))?;
         let id = self.next_id;
         self.next_id += 1;
         let group = opts
@@ -305,13 +286,13 @@ impl Runtime {
     }
 
     /// Check the policy over the flow and place its filters in the graph.
-    pub fn instantiate(&mut self, id: FlowId) -> Result<(), FlowError> {
-        let flow = self
-            .flows
-            .get(&id)
-            .ok_or_else(|| FlowError::new(format!("no flow {id}")))?;
+    pub fn instantiate(&mut self, id: FlowId) -> Result<(), Error> {
+        let flow = self.flows.get(&id).ok_or_else(|| no_flow(id))?;
         if flow.state != FlowState::Created {
-            return Err(FlowError::new(format!("flow {id} is already instantiated")));
+            return Err(Error::new(
+                ErrorKind::State,
+                format!("flow {id} is already instantiated"),
+            ));
         }
         match self.policy.check(
             &flow.opts.user,
@@ -322,7 +303,7 @@ impl Runtime {
             Ok(decision) => self.log.push(format!("flow {id}: {decision}")),
             Err(denied) => {
                 self.log.push(format!("flow {id}: {denied}"));
-                return Err(FlowError::new(denied.render(&flow.text)));
+                return Err(Error::from_denied(denied, &flow.text));
             }
         }
         let mut stages: Vec<Vec<Spec>> = vec![Vec::new(); flow.spec.stages.len()];
@@ -338,11 +319,9 @@ impl Runtime {
         let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {
             let span = flow.resolved.get(at).map_or(Span::new(0, 0), |r| r.span);
             let name = flow.resolved.get(at).map_or("", |r| r.class.name());
-            FlowError::new(netsift_lang::span::render(
-                &flow.text,
-                span,
-                &format!("`{name}`: {e}"),
-            ))
+            e.map_message(|m| {
+                netsift_lang::span::render(&flow.text, span, &format!("`{name}`: {m}"))
+            })
         })?;
         let flow = self.flows.get_mut(&id).expect("checked above");
         // Per filter in text order: its stage's nodes in order.
@@ -353,7 +332,7 @@ impl Runtime {
     }
 
     /// Start delivering to the flow; returns its reader (the application's end).
-    pub fn activate(&mut self, id: FlowId) -> Result<Reader, FlowError> {
+    pub fn activate(&mut self, id: FlowId) -> Result<Reader, Error> {
         // A flow to share the IBuf with: same group, same last filter instances, same size.
         let partner = self.flows.get(&id).and_then(|me| {
             if !me.opts.share_ibuf {
@@ -372,15 +351,12 @@ impl Runtime {
                 })
                 .and_then(|f| Some((f.reader?, f.ibuf)))
         });
-        let flow = self
-            .flows
-            .get_mut(&id)
-            .ok_or_else(|| FlowError::new(format!("no flow {id}")))?;
+        let flow = self.flows.get_mut(&id).ok_or_else(|| no_flow(id))?;
         if flow.state != FlowState::Instantiated {
-            return Err(FlowError::new(format!(
-                "flow {id} is {:?}, not instantiated",
-                flow.state
-            )));
+            return Err(Error::new(
+                ErrorKind::State,
+                format!("flow {id} is {:?}, not instantiated", flow.state),
+            ));
         }
         let entry = match self.groups.entry(flow.group.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -394,17 +370,18 @@ impl Runtime {
                     self.shared_memory,
                 )
                 .map_err(|e| {
-                    FlowError::new(format!("cannot create the group's packet buffer: {e}"))
+                    Error::io(format!("cannot create the group's packet buffer: {e}"), e)
                 })?;
-                let writer = group
-                    .writer()
-                    .ok_or_else(|| FlowError::new("the group already has a writer"))?;
+                let writer = group.writer().ok_or_else(|| {
+                    Error::new(ErrorKind::State, "the group already has a writer")
+                })?;
                 let slot = self.writers.len();
                 self.writers.push(Some(writer));
                 v.insert(GroupEntry { group, slot })
             }
         };
-        let err = |e| FlowError::new(format!("cannot create the flow's index buffer: {e}"));
+        let err =
+            |e: std::io::Error| Error::io(format!("cannot create the flow's index buffer: {e}"), e);
         let shared = match partner {
             Some((with, ibuf)) => entry
                 .group
@@ -431,7 +408,7 @@ impl Runtime {
     }
 
     /// Create, instantiate and activate one flow.
-    pub fn open(&mut self, text: &str, opts: FlowOptions) -> Result<(FlowId, Reader), FlowError> {
+    pub fn open(&mut self, text: &str, opts: FlowOptions) -> Result<(FlowId, Reader), Error> {
         let id = self.create(text, opts)?;
         if let Err(e) = self.instantiate(id) {
             self.flows.remove(&id);
@@ -444,27 +421,31 @@ impl Runtime {
     /// Stop delivering to an active flow (its filters keep running for other flows). A flow
     /// that shares its IBuf with another open flow ([`FlowOptions::share_ibuf`]) cannot be
     /// paused.
-    pub fn pause(&mut self, id: FlowId) -> Result<(), FlowError> {
+    pub fn pause(&mut self, id: FlowId) -> Result<(), Error> {
         if let Some(other) = self.ibuf_shared_with(id) {
-            return Err(FlowError::new(format!(
-                "flow {id} shares its index buffer with flow {other} (share): it cannot be paused"
-            )));
+            return Err(Error::new(
+                ErrorKind::State,
+                format!(
+                    "flow {id} shares its index buffer with flow {other} (share): it cannot be \
+                     paused"
+                ),
+            ));
         }
         self.set_state(id, FlowState::Active, FlowState::Paused)
     }
 
     /// Deliver again to a paused flow.
-    pub fn resume(&mut self, id: FlowId) -> Result<(), FlowError> {
+    pub fn resume(&mut self, id: FlowId) -> Result<(), Error> {
         self.set_state(id, FlowState::Paused, FlowState::Active)
     }
 
-    fn set_state(&mut self, id: FlowId, from: FlowState, to: FlowState) -> Result<(), FlowError> {
-        let flow = self
-            .flows
-            .get_mut(&id)
-            .ok_or_else(|| FlowError::new(format!("no flow {id}")))?;
+    fn set_state(&mut self, id: FlowId, from: FlowState, to: FlowState) -> Result<(), Error> {
+        let flow = self.flows.get_mut(&id).ok_or_else(|| no_flow(id))?;
         if flow.state != from {
-            return Err(FlowError::new(format!("flow {id} is {:?}", flow.state)));
+            return Err(Error::new(
+                ErrorKind::State,
+                format!("flow {id} is {:?}", flow.state),
+            ));
         }
         flow.state = to;
         self.plan = None;
@@ -472,10 +453,11 @@ impl Runtime {
     }
 
     /// Close a flow: its filters that no other flow uses are finished and destroyed, and a
-    /// group left without flows is freed. Returns the filters' `finish` errors.
-    pub fn close(&mut self, id: FlowId) -> Vec<String> {
+    /// group left without flows is freed. Returns the filters' `finish` errors (each prefixed
+    /// with its class's name), or an [`ErrorKind::NoFlow`] error.
+    pub fn close(&mut self, id: FlowId) -> Vec<Error> {
         let Some(flow) = self.flows.remove(&id) else {
-            return vec![format!("no flow {id}")];
+            return vec![no_flow(id)];
         };
         self.plan = None;
         // Unregister the flow's reader: entries it has not read must not hold the group's
@@ -583,7 +565,7 @@ impl Runtime {
 
     /// Process one packet from the next source with input (round robin); `Ok(false)` when
     /// every source has ended.
-    pub fn step(&mut self) -> Result<bool, FlowError> {
+    pub fn step(&mut self) -> Result<bool, Error> {
         let Some((generation, sources)) = self.live_sources() else {
             return Ok(false);
         };
@@ -601,7 +583,7 @@ impl Runtime {
                 Ok(None) => continue,
                 Err(e) => {
                     self.sources = Some((generation, sources));
-                    return Err(FlowError::new(e));
+                    return Err(e);
                 }
             }
         }
@@ -613,7 +595,7 @@ impl Runtime {
     /// hands them over straight from its ring, without a copy; others are taken one by one as
     /// [`Runtime::step`] does, stopping early when they idle. `Ok(false)` when every source has
     /// ended.
-    pub fn step_batch(&mut self, max: usize) -> Result<bool, FlowError> {
+    pub fn step_batch(&mut self, max: usize) -> Result<bool, Error> {
         let Some((generation, sources)) = self.live_sources() else {
             return Ok(false);
         };
@@ -631,7 +613,7 @@ impl Runtime {
         self.graph.restore_source(src, s, made);
         match lent {
             Some(Ok(_)) => Ok(true),
-            Some(Err(e)) => Err(FlowError::new(e)),
+            Some(Err(e)) => Err(e),
             None => {
                 for _ in 0..max {
                     let before = self.stats.packets;
@@ -751,7 +733,7 @@ impl Runtime {
     }
 
     /// Run until every source has ended, then [`Runtime::finish`].
-    pub fn run(&mut self) -> Result<RunStats, FlowError> {
+    pub fn run(&mut self) -> Result<RunStats, Error> {
         let mut n = 0u64;
         while self.step()? {
             n += 1;
@@ -763,18 +745,24 @@ impl Runtime {
     }
 
     /// End the input: finish the filters (flushing sinks) and tell the readers that nothing
-    /// more comes. The flows stay (their MBufs can still be read) until closed.
-    pub fn finish(&mut self) -> Result<RunStats, FlowError> {
+    /// more comes. The flows stay (their MBufs can still be read) until closed. An error
+    /// ([`ErrorKind::Finish`]) lists the filters that failed to finish, separated by `; `; the
+    /// first one's error is its source.
+    pub fn finish(&mut self) -> Result<RunStats, Error> {
         let errors = self.graph.finish_all();
         // The writers stay: a flow activated later in the same group is delivered to again
         // (writing undoes `finish`).
         for w in self.writers.iter_mut().flatten() {
             w.finish();
         }
-        if errors.is_empty() {
-            Ok(self.stats)
-        } else {
-            Err(FlowError::new(errors.join("; ")))
+        let message = errors
+            .iter()
+            .map(Error::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        match errors.into_iter().next() {
+            None => Ok(self.stats),
+            Some(first) => Err(Error::with_source(ErrorKind::Finish, message, first)),
         }
     }
 
@@ -806,6 +794,11 @@ impl Runtime {
             self.close(id);
         }
     }
+}
+
+/// The error of a flow number that names no flow.
+fn no_flow(id: FlowId) -> Error {
+    Error::new(ErrorKind::NoFlow, format!("no flow {id}"))
 }
 
 #[cfg(test)]

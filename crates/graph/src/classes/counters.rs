@@ -7,6 +7,7 @@
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
 use crate::classes::no_args;
+use crate::error::Error;
 use crate::mbuf::MBuf;
 
 /// The `packetcount` class.
@@ -42,7 +43,7 @@ impl FilterClass for PacketCountClass {
         8
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         no_args(self.name(), args)?;
         Ok(Instance::Filter(Box::new(Counter { bytes: false })))
     }
@@ -73,7 +74,7 @@ impl FilterClass for ByteCountClass {
         8
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         no_args(self.name(), args)?;
         Ok(Instance::Filter(Box::new(Counter { bytes: true })))
     }

@@ -57,6 +57,7 @@ use netsift_capture::Timestamp;
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
 use crate::classes::flowkey::FlowKey5;
+use crate::error::Error;
 use crate::mbuf::MBuf;
 use netsift_wire::flow;
 
@@ -115,7 +116,7 @@ impl FilterClass for FlowCountClass {
         (HEADER_WORDS + BUCKET_WORDS) * 8
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let protos = match args.first().map(|a| a.text.trim().to_ascii_lowercase()) {
             None => Protos::Ip,
             Some(t) => match t.as_str() {
@@ -123,10 +124,10 @@ impl FilterClass for FlowCountClass {
                 "tcp" => Protos::Tcp,
                 "udp" => Protos::Udp,
                 _ => {
-                    return Err(format!(
+                    return Err(Error::argument(format!(
                         "flowcount: argument 1 (protocols) must be ip, tcp or udp, not {:?}",
                         args[0].text
-                    ));
+                    )));
                 }
             },
         };

@@ -37,6 +37,7 @@ pub mod topk;
 use std::sync::Arc;
 
 use crate::class::{Arg, Registry};
+use crate::error::Error;
 
 pub use flowcount::FlowTable;
 pub use flowkey::FlowKey5;
@@ -67,17 +68,20 @@ pub(crate) fn number_arg(
     what: &str,
     lo: u64,
     hi: u64,
-) -> Result<u64, String> {
+) -> Result<u64, Error> {
     let Some(arg) = args.get(i) else {
-        return Err(format!("{class}: argument {} ({what}) is missing", i + 1));
+        return Err(Error::argument(format!(
+            "{class}: argument {} ({what}) is missing",
+            i + 1
+        )));
     };
     match arg.number() {
         Some(n) if (lo..=hi).contains(&n) => Ok(n),
-        _ => Err(format!(
+        _ => Err(Error::argument(format!(
             "{class}: argument {} ({what}) must be a whole number from {lo} to {hi}, not {:?}",
             i + 1,
             arg.text
-        )),
+        ))),
     }
 }
 
@@ -87,25 +91,31 @@ pub(crate) fn text_arg<'a>(
     args: &'a [Arg],
     i: usize,
     what: &str,
-) -> Result<&'a str, String> {
+) -> Result<&'a str, Error> {
     match args.get(i) {
         Some(a) if !a.text.trim().is_empty() => Ok(a.text.as_str()),
-        Some(_) => Err(format!("{class}: argument {} ({what}) is empty", i + 1)),
-        None => Err(format!("{class}: argument {} ({what}) is missing", i + 1)),
+        Some(_) => Err(Error::argument(format!(
+            "{class}: argument {} ({what}) is empty",
+            i + 1
+        ))),
+        None => Err(Error::argument(format!(
+            "{class}: argument {} ({what}) is missing",
+            i + 1
+        ))),
     }
 }
 
 /// Check that a class without arguments got none, or only the empty placeholder of
 /// `(bytecount,,8)`.
-pub(crate) fn no_args(class: &str, args: &[Arg]) -> Result<(), String> {
+pub(crate) fn no_args(class: &str, args: &[Arg]) -> Result<(), Error> {
     match args.iter().position(|a| !a.text.trim().is_empty()) {
         None => Ok(()),
-        Some(i) => Err(format!(
+        Some(i) => Err(Error::argument(format!(
             "{class}: takes no arguments, but argument {} is {:?} (write ({class},,BYTES) to give \
              only the MBuf size)",
             i + 1,
             args[i].text
-        )),
+        ))),
     }
 }
 
@@ -141,11 +151,11 @@ pub(crate) mod testutil {
         }
     }
 
-    /// The error of instantiating, panicking when it succeeds (tests only).
+    /// The text of the error of instantiating, panicking when it succeeds (tests only).
     pub fn error(class: &dyn FilterClass, args: &[Arg]) -> String {
         match class.instantiate(args, &Context::default()) {
             Ok(_) => panic!("{} accepted {args:?}", class.name()),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 

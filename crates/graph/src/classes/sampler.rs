@@ -14,6 +14,7 @@
 use netsift_capture::generate::XorShift64;
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
+use crate::error::Error;
 use crate::mbuf::MBuf;
 
 /// The seed of `random:N` when none is given.
@@ -37,8 +38,9 @@ pub enum Mode {
     },
 }
 
-/// Parse the argument of `sampler`: `N`, `random:N` or `random:N:SEED`.
-pub fn parse_mode(arg: &Arg) -> Result<Mode, String> {
+/// Parse the argument of `sampler`: `N`, `random:N` or `random:N:SEED` (an
+/// [`ErrorKind::Argument`](crate::ErrorKind::Argument) error otherwise).
+pub fn parse_mode(arg: &Arg) -> Result<Mode, Error> {
     let t = arg.text.trim();
     let num = |s: &str| Arg::bare(s).number();
     let bad_n = |s: &str| {
@@ -52,19 +54,24 @@ pub fn parse_mode(arg: &Arg) -> Result<Mode, String> {
             Some((n, s)) => (
                 n,
                 num(s).ok_or_else(|| {
-                    format!("sampler: the seed in argument 1 must be a whole number, not {s:?}")
+                    Error::argument(format!(
+                        "sampler: the seed in argument 1 must be a whole number, not {s:?}"
+                    ))
                 })?,
             ),
             None => (rest, DEFAULT_SEED),
         };
         match num(n) {
             Some(n) if n >= 1 => Ok(Mode::Random { n, seed }),
-            _ => Err(bad_n(n)),
+            _ => Err(Error::argument(bad_n(n))),
         }
     } else {
         match num(t) {
             Some(n) if n >= 1 => Ok(Mode::Every(n)),
-            _ => Err(format!("{} (or random:N, random:N:SEED)", bad_n(&arg.text))),
+            _ => Err(Error::argument(format!(
+                "{} (or random:N, random:N:SEED)",
+                bad_n(&arg.text)
+            ))),
         }
     }
 }
@@ -90,8 +97,10 @@ impl FilterClass for SamplerClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
-        let arg = args.first().ok_or("sampler: argument 1 (N) is missing")?;
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
+        let arg = args
+            .first()
+            .ok_or_else(|| Error::argument("sampler: argument 1 (N) is missing"))?;
         let mode = parse_mode(arg)?;
         let rng = match mode {
             Mode::Random { seed, .. } => XorShift64::new(seed),

@@ -16,6 +16,7 @@ use netsift_capture::{LinkType, PacketRef, PcapWriter, Precision};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
 use crate::classes::text_arg;
+use crate::error::{Error, ErrorKind};
 use crate::mbuf::MBuf;
 
 /// The `pcap` class.
@@ -39,10 +40,10 @@ impl FilterClass for PcapClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         let path = text_arg(self.name(), args, 0, "path")?;
         let file = File::create(path)
-            .map_err(|e| format!("pcap: cannot create {path:?} (argument 1): {e}"))?;
+            .map_err(|e| Error::io(format!("pcap: cannot create {path:?} (argument 1): {e}"), e))?;
         Ok(Instance::Filter(Box::new(PcapSink {
             path: path.to_string(),
             state: State::Opened(Some(BufWriter::new(file))),
@@ -125,7 +126,7 @@ impl Filter for PcapSink {
         Verdict::PASS
     }
 
-    fn finish(&mut self, _mbuf: &MBuf) -> Result<(), String> {
+    fn finish(&mut self, _mbuf: &MBuf) -> Result<(), Error> {
         let link = self.default_link;
         if let Some(w) = self.writer(link)
             && let Err(e) = w.flush()
@@ -135,7 +136,10 @@ impl Filter for PcapSink {
         }
         match &self.error {
             None => Ok(()),
-            Some(e) => Err(format!("{e} ({} packets not written)", self.lost)),
+            Some(e) => Err(Error::new(
+                ErrorKind::Io,
+                format!("{e} ({} packets not written)", self.lost),
+            )),
         }
     }
 }
@@ -204,7 +208,8 @@ mod tests {
         pkts[1].link_type = LinkType::RAW;
         run(f.as_mut(), &pkts, &m);
         let e = f.finish(&m).unwrap_err();
-        assert!(e.contains("(2 packets not written)"), "{e}");
+        assert_eq!(e.kind(), ErrorKind::Io);
+        assert!(e.message().contains("(2 packets not written)"), "{e}");
         std::fs::remove_file(&path).unwrap();
     }
 }

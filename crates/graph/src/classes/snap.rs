@@ -5,6 +5,7 @@
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
 use crate::classes::number_arg;
+use crate::error::Error;
 use crate::mbuf::MBuf;
 
 /// The `snap` class.
@@ -28,7 +29,7 @@ impl FilterClass for SnapClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let n = number_arg(self.name(), args, 0, "N", 1, u64::from(u32::MAX))? as u32;
         Ok(Instance::Filter(Box::new(Snap { n })))
     }

@@ -21,6 +21,7 @@ use netsift_filter::Target;
 
 use crate::class::{Arg, Context, FilterClass, Instance, Polled, Source};
 use crate::classes::{number_arg, text_arg};
+use crate::error::{Error, ErrorKind};
 
 /// The most packets `gen` makes.
 pub const MAX_GEN: u64 = 10_000_000;
@@ -50,10 +51,10 @@ impl FilterClass for FileClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let path = text_arg(self.name(), args, 0, "path")?;
         let reader = CaptureReader::open(path)
-            .map_err(|e| format!("file: cannot read {path:?} (argument 1): {e}"))?;
+            .map_err(|e| Error::io(format!("file: cannot read {path:?} (argument 1): {e}"), e))?;
         Ok(Instance::Source(Box::new(FileSource {
             reader,
             path: path.to_string(),
@@ -87,11 +88,15 @@ impl Source for FileSource {
         Target::for_capture(&self.reader)
     }
 
-    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+    fn next_packet(&mut self) -> Result<Option<Packet>, Error> {
         match self.reader.next_packet() {
             None => Ok(None),
             Some(Ok(p)) => Ok(Some(p.to_owned())),
-            Some(Err(e)) => Err(format!("file {:?}: {e}", self.path)),
+            Some(Err(e)) => Err(Error::with_source(
+                ErrorKind::Source,
+                format!("file {:?}: {e}", self.path),
+                e,
+            )),
         }
     }
 }
@@ -121,7 +126,7 @@ impl FilterClass for GenClass {
         (2, 2)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let seed = number_arg(self.name(), args, 0, "SEED", 0, u64::MAX)?;
         let count = number_arg(self.name(), args, 1, "COUNT", 0, MAX_GEN)?;
         Ok(Instance::Source(Box::new(GenSource {
@@ -145,7 +150,7 @@ impl Source for GenSource {
         LinkType::ETHERNET
     }
 
-    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+    fn next_packet(&mut self) -> Result<Option<Packet>, Error> {
         let (seed, count) = (self.seed, self.count);
         Ok(self
             .packets
@@ -159,8 +164,8 @@ impl Source for GenSource {
 pub struct DeviceClass;
 
 /// Check an interface name as Linux does (`dev_valid_name`): 1 to 15 bytes, not `.` or `..`,
-/// no `/`, `:` or white space.
-pub fn check_iface(name: &str) -> Result<(), String> {
+/// no `/`, `:` or white space (an [`ErrorKind::Argument`] error otherwise).
+pub fn check_iface(name: &str) -> Result<(), Error> {
     let why = if name.is_empty() {
         Some("is empty")
     } else if name.len() > 15 {
@@ -176,9 +181,9 @@ pub fn check_iface(name: &str) -> Result<(), String> {
         None
     };
     match why {
-        Some(why) => Err(format!(
+        Some(why) => Err(Error::argument(format!(
             "device: argument 1 (IFACE) {name:?} {why}: not an interface name"
-        )),
+        ))),
         None => Ok(()),
     }
 }
@@ -204,9 +209,9 @@ impl FilterClass for DeviceClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let Some(arg) = args.first() else {
-            return Err("device: argument 1 (IFACE) is missing".to_string());
+            return Err(Error::argument("device: argument 1 (IFACE) is missing"));
         };
         let name = arg.text.trim();
         check_iface(name)?;
@@ -215,11 +220,15 @@ impl FilterClass for DeviceClass {
 }
 
 #[cfg(target_os = "linux")]
-fn open_device(name: &str) -> Result<Instance, String> {
+fn open_device(name: &str) -> Result<Instance, Error> {
     use netsift_capture::live::{AfPacket, AfPacketConfig};
 
-    let src = AfPacket::open(name, &AfPacketConfig::default())
-        .map_err(|e| format!("device: cannot capture on {name:?} (argument 1): {e}"))?;
+    let src = AfPacket::open(name, &AfPacketConfig::default()).map_err(|e| {
+        Error::io(
+            format!("device: cannot capture on {name:?} (argument 1): {e}"),
+            e,
+        )
+    })?;
     Ok(Instance::Source(Box::new(DeviceSource {
         src,
         queue: VecDeque::new(),
@@ -228,9 +237,10 @@ fn open_device(name: &str) -> Result<Instance, String> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn open_device(name: &str) -> Result<Instance, String> {
-    Err(format!(
-        "device: cannot capture on {name:?}: live capture needs Linux"
+fn open_device(name: &str) -> Result<Instance, Error> {
+    Err(Error::new(
+        ErrorKind::Io,
+        format!("device: cannot capture on {name:?}: live capture needs Linux"),
     ))
 }
 
@@ -261,7 +271,7 @@ impl std::fmt::Debug for DeviceSource {
 #[cfg(target_os = "linux")]
 impl DeviceSource {
     /// Copy the next batch of the ring into the queue (waiting up to 100 ms for one).
-    fn fill(&mut self) -> Result<(), String> {
+    fn fill(&mut self) -> Result<(), Error> {
         use netsift_capture::live::{Flow, Source as _};
         // PERF: one copy per packet out of the ring (into a recycled buffer); the runtime
         // copies into the PBuf again.
@@ -280,7 +290,13 @@ impl DeviceSource {
                 });
                 Flow::Continue
             })
-            .map_err(|e| format!("device {}: {e}", self.src.describe()))?;
+            .map_err(|e| {
+                Error::with_source(
+                    ErrorKind::Source,
+                    format!("device {}: {e}", self.src.describe()),
+                    e,
+                )
+            })?;
         Ok(())
     }
 }
@@ -292,14 +308,14 @@ impl Source for DeviceSource {
         self.src.link_type()
     }
 
-    fn next_packet(&mut self) -> Result<Option<Packet>, String> {
+    fn next_packet(&mut self) -> Result<Option<Packet>, Error> {
         while self.queue.is_empty() {
             self.fill()?;
         }
         Ok(self.queue.pop_front())
     }
 
-    fn poll_packet(&mut self) -> Result<Polled, String> {
+    fn poll_packet(&mut self) -> Result<Polled, Error> {
         if self.queue.is_empty() {
             self.fill()?;
         }
@@ -316,7 +332,7 @@ impl Source for DeviceSource {
         &mut self,
         max: usize,
         f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp),
-    ) -> Option<Result<usize, String>> {
+    ) -> Option<Result<usize, Error>> {
         use netsift_capture::live::{Flow, Source as _};
         // Packets copied out earlier (by `poll_packet`) go first, in order.
         let mut n = 0;
@@ -338,10 +354,13 @@ impl Source for DeviceSource {
                 n += 1;
                 if n >= max { Flow::Stop } else { Flow::Continue }
             });
-        Some(
-            r.map(|_| n)
-                .map_err(|e| format!("device {}: {e}", self.src.describe())),
-        )
+        Some(r.map(|_| n).map_err(|e| {
+            Error::with_source(
+                ErrorKind::Source,
+                format!("device {}: {e}", self.src.describe()),
+                e,
+            )
+        }))
     }
 }
 
@@ -364,7 +383,7 @@ mod tests {
     fn error(class: &dyn FilterClass, args: &[Arg]) -> String {
         match class.instantiate(args, &Context::default()) {
             Ok(_) => panic!("accepted {args:?}"),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         }
     }
 
@@ -382,7 +401,7 @@ mod tests {
         let mut s = source(&GenClass, &bare(&["7", "250"]));
         assert_eq!(s.link_type(), LinkType::ETHERNET);
         assert_eq!(drain(s.as_mut()), mixed_traffic(7, 250));
-        assert_eq!(s.next_packet(), Ok(None));
+        assert!(matches!(s.next_packet(), Ok(None)));
         assert_eq!(
             error(&GenClass, &bare(&["1", "x"])),
             "gen: argument 2 (COUNT) must be a whole number from 0 to 10000000, not \"x\""

@@ -32,6 +32,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
+use crate::error::{Error, ErrorKind};
 use crate::mbuf::MBuf;
 use netsift_wire::flow;
 
@@ -42,8 +43,9 @@ pub const MAX_PATTERNS: usize = 64;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StrSearchClass;
 
-/// Resolve `\xHH` and `\\` in a pattern; `argno` (1-based) names the argument in errors.
-pub fn unescape(text: &str, argno: usize) -> Result<Vec<u8>, String> {
+/// Resolve `\xHH` and `\\` in a pattern; `argno` (1-based) names the argument in errors
+/// ([`ErrorKind::Argument`]).
+pub fn unescape(text: &str, argno: usize) -> Result<Vec<u8>, Error> {
     let b = text.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -67,10 +69,10 @@ pub fn unescape(text: &str, argno: usize) -> Result<Vec<u8>, String> {
                     _ => {
                         let end = text.len().min(i + 4);
                         let shown = text.get(i..end).unwrap_or("\\x");
-                        return Err(format!(
+                        return Err(Error::argument(format!(
                             "strsearch: argument {argno} (pattern) has a bad escape {shown:?} at \
                              byte {i}: \\x needs two hex digits"
-                        ));
+                        )));
                     }
                 }
             }
@@ -112,35 +114,40 @@ impl FilterClass for StrSearchClass {
         true
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let mut patterns = Vec::new();
         let mut whole = false;
         for (i, a) in args.iter().enumerate() {
             if a.quoted {
                 let p = unescape(&a.text, i + 1)?;
                 if p.is_empty() {
-                    return Err(format!("strsearch: argument {} (pattern) is empty", i + 1));
+                    return Err(Error::argument(format!(
+                        "strsearch: argument {} (pattern) is empty",
+                        i + 1
+                    )));
                 }
                 patterns.push(p);
             } else if a.text.trim().eq_ignore_ascii_case("whole") {
                 whole = true;
             } else {
-                return Err(format!(
+                return Err(Error::argument(format!(
                     "strsearch: argument {} must be a quoted pattern or the option whole, not \
                      {:?}",
                     i + 1,
                     a.text
-                ));
+                )));
             }
         }
         if patterns.is_empty() {
-            return Err("strsearch: no pattern (write them in double quotes)".to_string());
+            return Err(Error::argument(
+                "strsearch: no pattern (write them in double quotes)",
+            ));
         }
         if patterns.len() > MAX_PATTERNS {
-            return Err(format!(
+            return Err(Error::argument(format!(
                 "strsearch: {} patterns, at most {MAX_PATTERNS}",
                 patterns.len()
-            ));
+            )));
         }
         Ok(Instance::Filter(Box::new(StrSearch::new(patterns, whole)?)))
     }
@@ -215,8 +222,9 @@ impl std::fmt::Debug for StrSearch {
 
 impl StrSearch {
     /// A searcher for `patterns` (1 to [`MAX_PATTERNS`], none empty), over the payload or the
-    /// `whole` packet.
-    pub fn new(patterns: Vec<Vec<u8>>, whole: bool) -> Result<StrSearch, String> {
+    /// `whole` packet. An error ([`ErrorKind::Argument`]) when
+    /// the automaton of several patterns cannot be built.
+    pub fn new(patterns: Vec<Vec<u8>>, whole: bool) -> Result<StrSearch, Error> {
         let n = patterns.len();
         let engine = if n == 1 {
             Engine::One(Box::new(Horspool::new(&patterns[0])))
@@ -225,7 +233,13 @@ impl StrSearch {
                 AhoCorasick::builder()
                     .match_kind(kind)
                     .build(&patterns)
-                    .map_err(|e| format!("strsearch: cannot build the automaton: {e}"))
+                    .map_err(|e| {
+                        Error::with_source(
+                            ErrorKind::Argument,
+                            format!("strsearch: cannot build the automaton: {e}"),
+                            e,
+                        )
+                    })
             };
             Engine::Many {
                 first: build(MatchKind::LeftmostFirst)?,

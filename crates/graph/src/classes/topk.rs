@@ -38,6 +38,7 @@ use netsift_capture::Timestamp;
 use crate::class::{Arg, Context, Filter, FilterClass, Instance, Pkt, Verdict};
 use crate::classes::flowkey::FlowKey5;
 use crate::classes::number_arg;
+use crate::error::Error;
 use crate::mbuf::MBuf;
 use netsift_wire::flow;
 
@@ -84,7 +85,7 @@ impl FilterClass for TopKClass {
         }
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, String> {
+    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
         let k = number_arg(self.name(), args, 0, "K", 1, MAX_K)? as usize;
         Ok(Instance::Filter(Box::new(TopKFilter {
             k,

@@ -1,0 +1,130 @@
+//! `docs/ARCHITECTURE.md`'s list of crates and their dependencies is the code's: every workspace
+//! crate is listed once, by its directory, with exactly the workspace crates it depends on
+//! (normal dependencies, as `cargo metadata` reports them).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// Directory name → the workspace crates (by directory) it depends on, from `cargo metadata`.
+fn from_cargo(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let dir_of = |p: &serde_json::Value| {
+        let manifest = Path::new(p["manifest_path"].as_str().expect("manifest_path"));
+        manifest
+            .parent()
+            .and_then(Path::file_name)
+            .map(|d| d.to_string_lossy().into_owned())
+            .expect("a crate directory")
+    };
+    let by_name: BTreeMap<String, String> = packages
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap_or("").to_string(), dir_of(p)))
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| by_name.get(d["name"].as_str().unwrap_or("")).cloned())
+                .collect();
+            (dir_of(p), deps)
+        })
+        .collect()
+}
+
+/// The same, from the crate list of `docs/ARCHITECTURE.md` (lines `crates/DIR  what  -> a, b`,
+/// `(none)` for no dependency; the list is the first fenced block after `## Crates`).
+fn from_docs(text: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let after = text
+        .split("## Crates")
+        .nth(1)
+        .expect("a `## Crates` section");
+    let block = after.split("```").nth(1).expect("a fenced crate list");
+    let mut out = BTreeMap::new();
+    for line in block.lines() {
+        let Some(rest) = line.strip_prefix("crates/") else {
+            continue;
+        };
+        let dir = rest
+            .split_whitespace()
+            .next()
+            .expect("a directory")
+            .to_string();
+        let deps: BTreeSet<String> = if line.trim_end().ends_with("(none)") {
+            BTreeSet::new()
+        } else {
+            let (_, list) = line
+                .rsplit_once("-> ")
+                .unwrap_or_else(|| panic!("no `-> deps` or `(none)` on: {line}"));
+            list.split(',').map(|d| d.trim().to_string()).collect()
+        };
+        assert!(
+            out.insert(dir.clone(), deps).is_none(),
+            "{dir} listed twice"
+        );
+    }
+    out
+}
+
+#[test]
+fn architecture_lists_the_real_dependencies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let docs = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("read the docs");
+    let (listed, real) = (from_docs(&docs), from_cargo(&root));
+    let mut wrong = Vec::new();
+    for (dir, deps) in &real {
+        match listed.get(dir) {
+            None => wrong.push(format!("crates/{dir} is not listed")),
+            Some(l) if l != deps => wrong.push(format!(
+                "crates/{dir}: listed -> {}; Cargo.toml -> {}",
+                l.iter().cloned().collect::<Vec<_>>().join(", "),
+                deps.iter().cloned().collect::<Vec<_>>().join(", ")
+            )),
+            _ => {}
+        }
+    }
+    for dir in listed.keys().filter(|d| !real.contains_key(*d)) {
+        wrong.push(format!(
+            "crates/{dir} is listed but is not a workspace crate"
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md is out of date:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_docs_parser_reads_what_it_should() {
+    let docs = "## Crates\n\n```\ncrates/a  x  (none)\ncrates/b  y -> a\ncrates/c  z -> a, b\nfuzz/ -> c\n```\n";
+    let m = from_docs(docs);
+    assert_eq!(m.len(), 3);
+    assert!(m["a"].is_empty());
+    assert_eq!(
+        m["c"],
+        ["a".to_string(), "b".to_string()].into_iter().collect()
+    );
+}
