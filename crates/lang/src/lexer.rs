@@ -476,17 +476,69 @@ fn seq(s: &[u8], at: usize, els: &[El]) -> usize {
 }
 
 /// Longest match of the `MAC` rule.
-fn mac_len(s: &[u8], at: usize) -> usize {
+/// What one scan of the bytes at a token's start tells the address rules: the run of hex digits,
+/// separators (`:`, `.`, `-`) and `x`/`X` (numbers' `0x`), and, of its part before any `x`, what
+/// [`mac_len`] checks first.
+#[derive(Clone, Copy, Default)]
+struct Run {
+    len: usize,
+    colon: bool,
+    /// A `.` or `-` after an `x` (the part [`MacRun`] does not count).
+    later_sep: bool,
+    mac: MacRun,
+}
+
+/// The MAC rules' run (hex digits and `:`, `.`, `-`): its length, its separators and how many
+/// hex digits start it.
+#[derive(Clone, Copy, Default)]
+struct MacRun {
+    len: usize,
+    colons: usize,
+    dashes: usize,
+    dots: usize,
+    hex_prefix: usize,
+}
+
+impl Run {
+    fn of(s: &[u8]) -> Run {
+        let mut r = Run::default();
+        let mut in_mac = true;
+        for &b in s {
+            match b {
+                b':' => r.colon = true,
+                b'.' | b'-' if !in_mac => r.later_sep = true,
+                b'.' | b'-' => {}
+                b'x' | b'X' => in_mac = false,
+                b if is_hex(b) => {}
+                _ => break,
+            }
+            if in_mac {
+                match b {
+                    b':' => r.mac.colons += 1,
+                    b'.' => r.mac.dots += 1,
+                    b'-' => r.mac.dashes += 1,
+                    _ if r.mac.hex_prefix == r.mac.len => r.mac.hex_prefix += 1,
+                    _ => {}
+                }
+                r.mac.len += 1;
+            }
+            r.len += 1;
+        }
+        r
+    }
+}
+
+/// Longest match of the `MAC` rule, `run` being the scan of the bytes at `at`.
+fn mac_len(s: &[u8], at: usize, run: &MacRun) -> usize {
     // Cheap necessary conditions first: the separated forms need five separators of one kind,
     // `xxxx.xxxx.xxxx` two dots and 14 characters, the bare form 12 hex digits.
-    let run = &s[at..at
-        + s[at..]
-            .iter()
-            .take_while(|&&b| is_hex(b) || matches!(b, b':' | b'.' | b'-'))
-            .count()];
-    let count = |c: u8| run.iter().filter(|&&b| b == c).count();
-    let hex_prefix = run.iter().take_while(|&&b| is_hex(b)).count();
-    let (colons, dashes, dots) = (count(b':'), count(b'-'), count(b'.'));
+    let &MacRun {
+        len,
+        colons,
+        dashes,
+        dots,
+        hex_prefix,
+    } = run;
     let b = El::Hex(2);
     let sep = |c: &'static str| {
         [
@@ -513,7 +565,7 @@ fn mac_len(s: &[u8], at: usize) -> usize {
     if dots >= 5 {
         best = best.max(seq(s, at, &sep(".")));
     }
-    if dots >= 2 && run.len() >= 14 {
+    if dots >= 2 && len >= 14 {
         best = best.max(seq(
             s,
             at,
@@ -751,7 +803,8 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
             Some((2, Kw::And))
         } else if s[at..].starts_with(b"||") {
             Some((2, Kw::Or))
-        } else if id > 0 {
+        } else if id > 0 && c.is_ascii_alphabetic() {
+            // No keyword or constant starts with a digit (`no_name_starts_with_a_digit`).
             lookup(KW.get_or_init(|| table_map(KEYWORDS)), &s[at..at + id])
         } else {
             None
@@ -796,22 +849,10 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         // run of hex digits and separators; IPv6 and malformed MACs need a colon, MACs a
         // separator or twelve hex digits.
         let hexish = is_hex(c) || c == b':';
-        let (mut run, mut colon, mut sep) = (0, false, false);
-        if hexish {
-            for &b in &s[at..] {
-                match b {
-                    b':' => colon = true,
-                    b'.' | b'-' => sep = true,
-                    b'x' | b'X' => {}
-                    b if is_hex(b) => {}
-                    _ => break,
-                }
-                run += 1;
-            }
-            sep |= colon;
-        }
-        let mac = if hexish && (sep || run >= 12) {
-            mac_len(s, at)
+        let run = if hexish { Run::of(&s[at..]) } else { Run::default() };
+        let sep = run.colon || run.mac.dots > 0 || run.mac.dashes > 0 || run.later_sep;
+        let mac = if hexish && (sep || run.len >= 12) {
+            mac_len(s, at, &run.mac)
         } else {
             0
         };
@@ -825,14 +866,14 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         } else {
             0
         };
-        let v6 = if hexish && colon { v6_len(s, at) } else { 0 };
-        let bogus = if is_hex(c) && colon {
+        let v6 = if hexish && run.colon { v6_len(s, at) } else { 0 };
+        let bogus = if is_hex(c) && run.colon {
             bogus_mac_len(s, at)
         } else {
             0
         };
         // A keyword spelled like a constant wins the tie (it is the earlier rule).
-        let constant = if id > 0 && kw.is_none() {
+        let constant = if id > 0 && kw.is_none() && c.is_ascii_alphabetic() {
             lookup(CONST.get_or_init(|| table_map(CONSTANTS)), &s[at..at + id])
         } else {
             None
@@ -936,6 +977,14 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tokenizer looks keywords and constants up only for words that start with a letter.
+    #[test]
+    fn no_name_starts_with_a_digit() {
+        for w in KEYWORDS.iter().map(|(w, _)| *w).chain(CONSTANTS.iter().map(|(w, _)| *w)) {
+            assert!(!w.as_bytes()[0].is_ascii_digit(), "{w}");
+        }
+    }
 
     /// A token as the tests write it: with its text.
     #[derive(Debug, PartialEq)]
