@@ -849,7 +849,11 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         // run of hex digits and separators; IPv6 and malformed MACs need a colon, MACs a
         // separator or twelve hex digits.
         let hexish = is_hex(c) || c == b':';
-        let run = if hexish { Run::of(&s[at..]) } else { Run::default() };
+        let run = if hexish {
+            Run::of(&s[at..])
+        } else {
+            Run::default()
+        };
         let sep = run.colon || run.mac.dots > 0 || run.mac.dashes > 0 || run.later_sep;
         let mac = if hexish && (sep || run.len >= 12) {
             mac_len(s, at, &run.mac)
@@ -866,7 +870,11 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, Error> {
         } else {
             0
         };
-        let v6 = if hexish && run.colon { v6_len(s, at) } else { 0 };
+        let v6 = if hexish && run.colon {
+            v6_len(s, at)
+        } else {
+            0
+        };
         let bogus = if is_hex(c) && run.colon {
             bogus_mac_len(s, at)
         } else {
@@ -981,7 +989,11 @@ mod tests {
     /// The tokenizer looks keywords and constants up only for words that start with a letter.
     #[test]
     fn no_name_starts_with_a_digit() {
-        for w in KEYWORDS.iter().map(|(w, _)| *w).chain(CONSTANTS.iter().map(|(w, _)| *w)) {
+        for w in KEYWORDS
+            .iter()
+            .map(|(w, _)| *w)
+            .chain(CONSTANTS.iter().map(|(w, _)| *w))
+        {
             assert!(!w.as_bytes()[0].is_ascii_digit(), "{w}");
         }
     }

@@ -4,9 +4,19 @@ use std::hash::{Hash, Hasher};
 
 use crate::insn::{Insn, Program, code::*};
 
-/// Index of a block.
+/// Index of a block of a [`Cfg`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct BlockId(pub u32);
+pub(crate) struct BlockId(u32);
+
+impl BlockId {
+    fn new(i: usize) -> BlockId {
+        BlockId(i as u32)
+    }
+
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// How a block ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,9 +51,9 @@ pub(crate) struct Cfg {
     insns: Vec<Insn>,
     pub root: Option<BlockId>,
     /// Hash of a block shared by [`Cfg::add_shared`] → the last such block; `same_hash` links
-    /// each block to the one before with the same hash (`u32::MAX` ends).
-    shared: netsift_lang::fxhash::FxHashMap<u64, u32>,
-    same_hash: Vec<u32>,
+    /// each block to the one before with the same hash.
+    shared: netsift_lang::fxhash::FxHashMap<u64, BlockId>,
+    same_hash: Vec<Option<BlockId>>,
 }
 
 impl Cfg {
@@ -72,25 +82,25 @@ impl Cfg {
             term.hash(&mut h);
             h.finish()
         };
-        let first = self.shared.get(&hash).copied().unwrap_or(u32::MAX);
-        let mut id = first;
-        while id != u32::MAX {
-            let b = &self.blocks[id as usize];
+        let first = self.shared.get(&hash).copied();
+        let mut link = first;
+        while let Some(id) = link {
+            let b = self.block(id);
             if b.term == term && self.stmts_of(b) == stmts {
-                return BlockId(id);
+                return id;
             }
-            id = self.same_hash[id as usize];
+            link = self.same_hash[id.index()];
         }
         let id = self.add(stmts, term);
-        self.same_hash.resize(self.blocks.len(), u32::MAX);
-        self.same_hash[id.0 as usize] = first;
-        self.shared.insert(hash, id.0);
+        self.same_hash.resize(self.blocks.len(), None);
+        self.same_hash[id.index()] = first;
+        self.shared.insert(hash, id);
         id
     }
 
     /// Add a block of `stmts` ending with `term`.
     pub fn add(&mut self, stmts: &[Insn], term: Term) -> BlockId {
-        let id = BlockId(self.blocks.len() as u32);
+        let id = BlockId::new(self.blocks.len());
         self.blocks.push(Block {
             start: self.insns.len() as u32,
             len: stmts.len() as u32,
@@ -103,11 +113,11 @@ impl Cfg {
     /// Change the terminator of block `id` (a loop's back edge, known once the loop is built);
     /// the block must not have been shared.
     pub fn set_term(&mut self, id: BlockId, term: Term) {
-        self.blocks[id.0 as usize].term = term;
+        self.blocks[id.index()].term = term;
     }
 
     pub fn block(&self, id: BlockId) -> &Block {
-        &self.blocks[id.0 as usize]
+        &self.blocks[id.index()]
     }
 
     /// The statements of block `id`.
@@ -144,15 +154,15 @@ impl Cfg {
         let mut post = Vec::with_capacity(n);
         let mut stack: Vec<(BlockId, usize)> = Vec::with_capacity(n.min(64));
         stack.push((root, 0));
-        slots[root.0 as usize].seen = true;
+        slots[root.index()].seen = true;
         while let Some(&mut (b, ref mut i)) = stack.last_mut() {
             // Visit jf before jt.
             let (succs, len) = self.succs_jf_first(b);
             if *i < len {
                 let s = succs[*i];
                 *i += 1;
-                if !slots[s.0 as usize].seen {
-                    slots[s.0 as usize].seen = true;
+                if !slots[s.index()].seen {
+                    slots[s.index()].seen = true;
                     stack.push((s, 0));
                 }
             } else {
@@ -179,9 +189,9 @@ impl Cfg {
                 continue;
             }
             match rets.iter().position(|&(rv, _)| rv == v) {
-                Some(j) => slots[b.0 as usize].canon = Some(rets[j].1),
+                Some(j) => slots[b.index()].canon = Some(rets[j].1),
                 None => {
-                    slots[b.0 as usize].ret = Some(rets.len() as u32);
+                    slots[b.index()].ret = Some(rets.len() as u32);
                     rets.push((v, b));
                     order.push(b);
                 }
@@ -226,7 +236,7 @@ impl Cfg {
         rets: &[(u32, BlockId)],
         islands: &[usize],
     ) -> (Vec<Insn>, bool) {
-        let target = |slots: &[Slot], b: BlockId| slots[b.0 as usize].canon.unwrap_or(b);
+        let target = |slots: &[Slot], b: BlockId| slots[b.index()].canon.unwrap_or(b);
         // Per position in `order`: the first island after the block there.
         let next_island: Vec<usize> = if islands.is_empty() {
             Vec::new()
@@ -256,8 +266,8 @@ impl Cfg {
                     pc += rets.len();
                     k += 1;
                 }
-                let slot = slots[b.0 as usize];
-                slots[b.0 as usize].offset = pc as u32;
+                let slot = slots[b.index()];
+                slots[b.index()].offset = pc as u32;
                 let blk = self.block(b);
                 pc += blk.len as usize;
                 pc += match blk.term {
@@ -271,9 +281,9 @@ impl Cfg {
             let dest = |slots: &[Slot], i: usize, t: BlockId| {
                 let t = target(slots, t);
                 let island = next_island.get(i).copied().unwrap_or(usize::MAX);
-                match slots[t.0 as usize].ret {
+                match slots[t.index()].ret {
                     Some(j) if island != usize::MAX => island_at[island] + j as usize,
-                    _ => slots[t.0 as usize].offset as usize,
+                    _ => slots[t.index()].offset as usize,
                 }
             };
             let mut changed = false;
@@ -281,10 +291,10 @@ impl Cfg {
                 let blk = self.block(b);
                 if let Term::Jump { jt, jf, .. } = blk.term {
                     // Offsets count from the instruction after the jump.
-                    let next = (slots[b.0 as usize].offset as usize + blk.len as usize + 1) as i64;
+                    let next = (slots[b.index()].offset as usize + blk.len as usize + 1) as i64;
                     let rel = |t: BlockId| dest(slots, i, t) as i64 - next;
                     let (rt, rf) = (rel(jt), rel(jf));
-                    let slot = &mut slots[b.0 as usize];
+                    let slot = &mut slots[b.index()];
                     if !slot.long_t && !(0..=255).contains(&rt) {
                         slot.long_t = true;
                         changed = true;
@@ -320,7 +330,7 @@ impl Cfg {
                     Term::Jump { code, k, jt, jf } => {
                         // Long targets go through `ja` trampolines placed right after the jump:
                         // the true side's first, then the false side's.
-                        let (lt, lf) = (slots[b.0 as usize].long_t, slots[b.0 as usize].long_f);
+                        let (lt, lf) = (slots[b.index()].long_t, slots[b.index()].long_f);
                         trampolines |= lt || lf;
                         let next = out.len() + 1;
                         let rel = |t: BlockId| (dest(slots, i, t) - next) as u8;

@@ -34,11 +34,9 @@ use super::emit::{ValCompiler, push_load_field, size_bits};
 use super::{CompileError, CompileErrorKind};
 use crate::insn::{Insn, code::*};
 
-/// A reference into a decision graph: accept, reject, or a node.
-type Ref = u32;
-const ACCEPT: Ref = 0;
-const REJECT: Ref = 1;
-const FIRST: Ref = 2;
+mod ids;
+
+use ids::{AtomId, Edge, FactSetId, Key, KnowId, NeedId, NodeIx, Ref, ValueKey, fact_word, word};
 
 /// An atomic test of the decision graph.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,7 +48,7 @@ enum Atom {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct GNode {
-    atom: u32,
+    atom: AtomId,
     t: Ref,
     f: Ref,
 }
@@ -366,18 +364,19 @@ fn max_value(field: &Field, mask: u32) -> u32 {
     size_max & mask
 }
 
-/// Facts on a path: (key, knowledge) sorted by key. Keys are field/mask pairs; relations use
-/// keys of their own (their outcome as `eq` 0 or 1).
-type Facts = Vec<(u32, Know)>;
+/// Facts on a path as libpcap's optimiser knows them (see [`libpcap_rejects_all`]): (value
+/// key, knowledge) sorted by key. Keys are field/mask pairs; other tests use keys of their own
+/// (their outcome as `eq` 0 or 1).
+type Facts = Vec<(ValueKey, Know)>;
 
 /// A decision graph. Its atoms (and their keys) are shared with the graphs made from it: they
 /// are made while the first is built, and never change after.
 struct Graph {
     atoms: Rc<Vec<Atom>>,
-    atom_ids: HashMap<Atom, u32>,
+    atom_ids: HashMap<Atom, AtomId>,
     /// Fact key of each atom.
-    keys: Rc<Vec<u32>>,
-    key_ids: HashMap<(Field, u32), u32>,
+    keys: Rc<Vec<Key>>,
+    key_ids: HashMap<(Field, u32), Key>,
     nodes: Vec<GNode>,
     node_ids: HashMap<GNode, Ref>,
 }
@@ -408,17 +407,17 @@ impl Graph {
         }
     }
 
-    fn atom(&mut self, a: Atom) -> u32 {
+    fn intern_atom(&mut self, a: Atom) -> AtomId {
         if let Some(&id) = self.atom_ids.get(&a) {
             return id;
         }
-        let id = self.atoms.len() as u32;
+        let id = AtomId::new(self.atoms.len());
         let key = match &a {
             Atom::Test(t) => {
-                let n = self.key_ids.len() as u32;
+                let n = Key::field(self.key_ids.len());
                 *self.key_ids.entry((t.field, t.mask)).or_insert(n)
             }
-            Atom::Rel(..) => u32::MAX - id,
+            Atom::Rel(..) => Key::relation(id),
         };
         // Only the graph being built makes atoms, and nothing shares them yet.
         Rc::make_mut(&mut self.keys).push(key);
@@ -427,7 +426,7 @@ impl Graph {
         id
     }
 
-    fn node(&mut self, atom: u32, t: Ref, f: Ref) -> Ref {
+    fn node(&mut self, atom: AtomId, t: Ref, f: Ref) -> Ref {
         if t == f {
             return t;
         }
@@ -435,14 +434,30 @@ impl Graph {
         if let Some(&r) = self.node_ids.get(&n) {
             return r;
         }
-        let r = self.nodes.len() as Ref + FIRST;
+        let r = Ref::from(NodeIx::new(self.nodes.len()));
         self.nodes.push(n);
         self.node_ids.insert(n, r);
         r
     }
 
-    fn get(&self, r: Ref) -> GNode {
-        self.nodes[(r - FIRST) as usize]
+    fn get(&self, ix: NodeIx) -> GNode {
+        self.nodes[ix.index()]
+    }
+
+    fn atom(&self, a: AtomId) -> &Atom {
+        &self.atoms[a.index()]
+    }
+
+    fn key(&self, a: AtomId) -> Key {
+        self.keys[a.index()]
+    }
+
+    /// The comparison of `a`'s test (a relation's outcome is compared with 1).
+    fn cmp(&self, a: AtomId) -> &Cmp {
+        match self.atom(a) {
+            Atom::Test(t) => &t.cmp,
+            Atom::Rel(..) => &Cmp::Eq(1),
+        }
     }
 }
 
@@ -529,7 +544,7 @@ fn as_test(v: &Val, op: RelOp, k: u32) -> Option<Test> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Atomic {
     Const(bool),
-    Atom(u32),
+    Atom(AtomId),
 }
 
 /// Build the decision graph of `node` with successors `t` and `f`.
@@ -605,7 +620,7 @@ fn atomic(g: &mut Graph, n: &Node) -> Result<Atomic, CompileError> {
                     let test = as_test(&a, *op, *k).unwrap_or_else(|| unreachable!());
                     test_atom(g, test)
                 }
-                _ => Atomic::Atom(g.atom(Atom::Rel(a, *op, b))),
+                _ => Atomic::Atom(g.intern_atom(Atom::Rel(a, *op, b))),
             }
         }
         Node::Test(test) => test_atom(g, test.clone()),
@@ -618,7 +633,7 @@ fn test_atom(g: &mut Graph, test: Test) -> Atomic {
     if test.mask == 0 {
         return Atomic::Const(eval_cmp(&test.cmp, 0));
     }
-    Atomic::Atom(g.atom(Atom::Test(test)))
+    Atomic::Atom(g.intern_atom(Atom::Test(test)))
 }
 
 /// Keys (fields) tested at or below each node, as bitsets: a fact about a key that no later
@@ -638,41 +653,44 @@ struct Liveness {
     bits: Vec<u64>,
     /// Keys tested at or below each node other than for equality (ranges, bits).
     rich: Vec<u64>,
-    /// (key, value) → index of the lowest node testing `key == value` (or a set holding it).
-    lowest_eq: HashMap<(u32, u32), usize>,
+    /// (key, value) → the lowest node testing `key == value` (or a set holding it).
+    lowest_eq: HashMap<(Key, u32), NodeIx>,
 }
 
 impl Liveness {
     fn new(g: &Graph) -> Liveness {
-        let nkeys = g.keys.iter().filter(|&&k| k < u32::MAX / 2).count().max(1);
+        let nkeys = g.keys.iter().filter(|k| !k.is_relation()).count().max(1);
         let words = nkeys.div_ceil(64).max(1);
         let mut bits = vec![0u64; g.nodes.len() * words];
         let mut rich = vec![0u64; g.nodes.len() * words];
-        let mut lowest_eq: HashMap<(u32, u32), usize> =
+        let mut lowest_eq: HashMap<(Key, u32), NodeIx> =
             HashMap::with_capacity_and_hasher(g.atoms.len(), Default::default());
         // Successors have smaller refs, so one pass in creation order suffices.
         for i in 0..g.nodes.len() {
             let n = g.nodes[i];
-            let k = g.keys[n.atom as usize];
-            if let Atom::Test(t) = &g.atoms[n.atom as usize] {
+            let k = g.key(n.atom);
+            let field = k.field_index();
+            if let Atom::Test(t) = g.atom(n.atom) {
                 let vals: &[u32] = match &t.cmp {
                     Cmp::Eq(v) => std::slice::from_ref(v),
                     Cmp::OneOf(vs) => vs,
                     _ => &[],
                 };
                 for &v in vals {
-                    lowest_eq.entry((k, v)).or_insert(i);
+                    lowest_eq.entry((k, v)).or_insert(NodeIx::new(i));
                 }
-                if vals.is_empty() && k < u32::MAX / 2 {
-                    rich[i * words + (k as usize / 64)] |= 1 << (k % 64);
+                if let Some(f) = field
+                    && vals.is_empty()
+                {
+                    rich[i * words + f / 64] |= 1 << (f % 64);
                 }
             }
-            if k < u32::MAX / 2 {
-                bits[i * words + (k as usize / 64)] |= 1 << (k % 64);
+            if let Some(f) = field {
+                bits[i * words + f / 64] |= 1 << (f % 64);
             }
             for s in [n.t, n.f] {
-                if s >= FIRST {
-                    let j = (s - FIRST) as usize;
+                if let Some(s) = s.node() {
+                    let j = s.index();
                     for w in 0..words {
                         bits[i * words + w] |= bits[j * words + w];
                         rich[i * words + w] |= rich[j * words + w];
@@ -688,21 +706,22 @@ impl Liveness {
         }
     }
 
-    /// Whether a node at or below `r` tests `key` other than for equality.
-    fn rich(&self, r: Ref, key: u32) -> bool {
-        key >= u32::MAX / 2
-            || self.rich[(r - FIRST) as usize * self.words + key as usize / 64] & (1 << (key % 64))
-                != 0
+    /// Whether a node at or below `ix` tests `key` other than for equality.
+    fn rich(&self, ix: NodeIx, key: Key) -> bool {
+        match key.field_index() {
+            None => true,
+            Some(f) => self.rich[ix.index() * self.words + f / 64] & (1 << (f % 64)) != 0,
+        }
     }
 
-    /// `know` as far as the tests at or below `r` of `key` can tell.
-    fn project(&self, r: Ref, key: u32, know: &Know) -> Know {
-        if key >= u32::MAX / 2 {
+    /// `know` as far as the tests at or below `ix` of `key` can tell.
+    fn project(&self, ix: NodeIx, key: Key, know: &Know) -> Know {
+        if key.is_relation() {
             // A relation's outcome, keyed by atom: kept whole.
             return *know;
         }
         if let Some(v) = know.eq {
-            if know != &Know::OTHER && !self.may_test(r, key, v) && !self.rich(r, key) {
+            if know != &Know::OTHER && !self.may_test(ix, key, v) && !self.rich(ix, key) {
                 return Know::OTHER;
             }
             return *know;
@@ -710,51 +729,51 @@ impl Liveness {
         let mut pruned = *know;
         pruned.ne = Small::EMPTY;
         for &v in know.ne.as_slice() {
-            if self.may_test(r, key, v) {
+            if self.may_test(ix, key, v) {
                 pruned.ne.insert(v);
             }
         }
         pruned
     }
 
-    /// For a knowledge of `key` (not a relation's): the lowest node index at or above which
-    /// its known value is compared by some test below (`u32::MAX`: never, or nothing known), and
-    /// the one at or above which every excluded value is (`u32::MAX`: some never is). At and
+    /// For a knowledge of `key` (not a relation's): the lowest node at or above which its
+    /// known value is compared by some test below ([`NodeIx::NEVER`]: never, or nothing known),
+    /// and the one at or above which every excluded value is (`NEVER`: some never is). At and
     /// above both, [`Liveness::project`] keeps the knowledge whole.
-    fn thresholds(&self, key: u32, know: &Know) -> (u32, u32) {
+    fn thresholds(&self, key: Key, know: &Know) -> (NodeIx, NodeIx) {
+        // At or above node 0: at every node.
+        let always = NodeIx::new(0);
         if *know == Know::OTHER {
-            return (0, 0);
+            return (always, always);
         }
         let lowest = |v: u32| {
             self.lowest_eq
                 .get(&(key, v))
-                .map_or(u32::MAX, |&i| i as u32)
+                .copied()
+                .unwrap_or(NodeIx::NEVER)
         };
-        let eq = know.eq.map_or(u32::MAX, lowest);
+        let eq = know.eq.map_or(NodeIx::NEVER, lowest);
         let ne = know
             .ne
             .as_slice()
             .iter()
             .map(|&v| lowest(v))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(always);
         (eq, ne)
     }
 
-    /// Whether a node at or below `r` may compare `key` with `value`.
-    fn may_test(&self, r: Ref, key: u32, value: u32) -> bool {
-        self.lowest_eq
-            .get(&(key, value))
-            .is_some_and(|&i| i <= (r - FIRST) as usize)
+    /// Whether a node at or below `ix` may compare `key` with `value`.
+    fn may_test(&self, ix: NodeIx, key: Key, value: u32) -> bool {
+        self.lowest_eq.get(&(key, value)).is_some_and(|&i| i <= ix)
     }
 
-    fn live(&self, r: Ref, key: u32) -> bool {
-        if key >= u32::MAX / 2 {
+    fn live(&self, ix: NodeIx, key: Key) -> bool {
+        match key.field_index() {
             // Relations are keyed by atom; always keep their facts.
-            return true;
+            None => true,
+            Some(f) => self.bits[ix.index() * self.words + f / 64] & (1 << (f % 64)) != 0,
         }
-        let i = (r - FIRST) as usize;
-        self.bits[i * self.words + key as usize / 64] & (1 << (key % 64)) != 0
     }
 }
 
@@ -808,18 +827,12 @@ const MAX_ALTS: usize = 8;
 /// the work per node stays bounded however many fields a long filter tests.
 const MAX_KEYS: u32 = 24;
 
-/// A need contradicted by a test outcome.
-const DEAD: u32 = u32::MAX;
-
-/// The bit of a need id telling that the need pins its key.
-const PINNED: u32 = 1 << 31;
-
-/// One alternative of a node: `len` entries `key << 32 | need` from `start` in [`Needs::words`],
-/// sorted by key; the test edge into "accept" the paths it stands for end with (`origin`), and
-/// the keys it pins (a bit per key modulo 64).
+/// One alternative of a node: `len` entries (see [`word`]: a key and its need) from `start` in
+/// [`Needs::words`], sorted by key; the test edge into "accept" the paths it stands for end with
+/// (`origin`), and the keys it pins (a bit per key modulo 64).
 #[derive(Clone, Copy, Debug)]
 struct AltRec {
-    origin: u32,
+    origin: Edge,
     start: u32,
     len: u32,
     sig: u64,
@@ -843,16 +856,17 @@ struct AltRec {
 /// "IPv6 and TCP", which a single join would know neither of.
 struct Needs {
     needs: Vec<Need>,
-    need_ids: HashMap<Need, u32>,
-    /// (need, atom, outcome) → the need after that test outcome, or [`DEAD`].
-    learned: HashMap<(u32, u32, bool), u32>,
+    need_ids: HashMap<Need, NeedId>,
+    /// (need, atom, outcome) → the need after that test outcome, or [`NeedId::DEAD`].
+    learned: HashMap<(NeedId, AtomId, bool), NeedId>,
     /// (need, need) → what both need.
-    joined: HashMap<(u32, u32), u32>,
-    /// Per atom, the need of its key before any test (`u32::MAX`: not made yet).
-    fresh: Vec<u32>,
+    joined: HashMap<(NeedId, NeedId), NeedId>,
+    /// Per atom, the need of its key before any test (`None`: not made yet).
+    fresh: Vec<Option<NeedId>>,
+    /// The entries of all alternatives (see [`word`]).
     words: Vec<u64>,
     alts: Vec<AltRec>,
-    /// Per node, its alternatives: a range of `alts`.
+    /// Per node, its alternatives: a range (start, count) of `alts`.
     nodes: Vec<(u32, u32)>,
 }
 
@@ -864,7 +878,7 @@ impl Needs {
             need_ids: HashMap::with_capacity_and_hasher(n, Default::default()),
             learned: HashMap::with_capacity_and_hasher(2 * n, Default::default()),
             joined: HashMap::with_capacity_and_hasher(n / 2, Default::default()),
-            fresh: vec![u32::MAX; g.atoms.len()],
+            fresh: vec![None; g.atoms.len()],
             words: Vec::with_capacity(32 * n),
             alts: Vec::with_capacity(8 * n),
             nodes: Vec::with_capacity(n),
@@ -872,53 +886,57 @@ impl Needs {
         // Scratch: the node's alternatives.
         let mut recs: Vec<AltRec> = Vec::new();
         for (i, n) in g.nodes.iter().enumerate() {
-            let key = u64::from(g.keys[n.atom as usize]);
+            let key = g.key(n.atom);
             recs.clear();
             let fresh = t.fresh(g, n.atom);
             // A failed equality test only excludes a value: an alternative that does not mention
             // the key takes it unchanged (knowing less is always sound), and its entries are not
             // copied; so does one that mentions [`MAX_KEYS`] keys already.
-            let excludes = match &g.atoms[n.atom as usize] {
+            let excludes = match g.atom(n.atom) {
                 Atom::Test(t) => matches!(t.cmp, Cmp::Eq(_) | Cmp::OneOf(_)),
                 Atom::Rel(..) => true,
             };
             // Successors have smaller refs: their alternatives are known.
             for (s, outcome) in [(n.t, true), (n.f, false)] {
-                let (from, count) = match s {
-                    REJECT => continue,
-                    ACCEPT => {
-                        let need = t.learn(g, fresh, n.atom, outcome);
-                        if need != DEAD {
-                            let origin = 2 * i as u32 + u32::from(outcome);
-                            let rec = t.push(origin, &[key << 32 | u64::from(need)]);
+                let (from, count) = match s.node() {
+                    Some(s) => t.nodes[s.index()],
+                    None if s == Ref::REJECT => continue,
+                    None => {
+                        if let Some(need) = t.learn(g, fresh, n.atom, outcome) {
+                            let origin = Edge::new(NodeIx::new(i), outcome);
+                            let rec = t.push(origin, &[word(key, need)]);
                             t.add(&mut recs, rec);
                         }
                         continue;
                     }
-                    s => t.nodes[(s - FIRST) as usize],
                 };
                 // The alternatives below mostly need the same of this key: learn it once.
-                let mut last = (u32::MAX, u32::MAX);
+                let mut last: Option<(NeedId, Option<NeedId>)> = None;
                 for a in from..from + count {
                     let rec = t.alts[a as usize];
                     let src = &t.words[rec.start as usize..(rec.start + rec.len) as usize];
-                    let at = src.partition_point(|w| w >> 32 < key);
-                    let present = src.get(at).is_some_and(|w| w >> 32 == key);
+                    let at = src.partition_point(|&w| Key::of_word(w) < key);
+                    let present = src.get(at).is_some_and(|&w| Key::of_word(w) == key);
                     if !present && (!outcome && excludes || rec.len >= MAX_KEYS) {
                         t.add(&mut recs, rec);
                         continue;
                     }
-                    let old = if present { src[at] as u32 } else { fresh };
-                    let need = if old == last.0 {
-                        last.1
+                    let old = if present {
+                        NeedId::of_word(src[at])
                     } else {
-                        let need = t.learn(g, old, n.atom, outcome);
-                        last = (old, need);
-                        need
+                        fresh
                     };
-                    if need == DEAD {
+                    let need = match last {
+                        Some((o, need)) if o == old => need,
+                        _ => {
+                            let need = t.learn(g, old, n.atom, outcome);
+                            last = Some((old, need));
+                            need
+                        }
+                    };
+                    let Some(need) = need else {
                         continue;
-                    }
+                    };
                     if present && need == old {
                         t.add(&mut recs, rec);
                         continue;
@@ -927,7 +945,7 @@ impl Needs {
                     let end = (rec.start + rec.len) as usize;
                     let at = rec.start as usize + at;
                     t.words.extend_from_within(rec.start as usize..at);
-                    t.words.push(key << 32 | u64::from(need));
+                    t.words.push(word(key, need));
                     t.words.extend_from_within(at + usize::from(present)..end);
                     let len = t.words.len() as u32 - start;
                     let rec = AltRec {
@@ -961,49 +979,48 @@ impl Needs {
         t
     }
 
-    /// The id of a need: its index, with [`PINNED`] set when it pins its key.
-    fn intern(&mut self, n: Need) -> u32 {
+    fn intern(&mut self, n: Need) -> NeedId {
         if let Some(&id) = self.need_ids.get(&n) {
             return id;
         }
-        let id = self.needs.len() as u32 | if n.pinned { PINNED } else { 0 };
+        let id = NeedId::new(self.needs.len(), n.pinned);
         self.needs.push(n);
         self.need_ids.insert(n, id);
         id
     }
 
-    fn need(&self, id: u32) -> &Need {
-        &self.needs[(id & !PINNED) as usize]
+    fn need(&self, id: NeedId) -> &Need {
+        &self.needs[id.index()]
     }
 
     /// The need of `atom`'s key before any test.
-    fn fresh(&mut self, g: &Graph, atom: u32) -> u32 {
-        if self.fresh[atom as usize] == u32::MAX {
-            let hi = match &g.atoms[atom as usize] {
-                Atom::Test(t) => max_value(&t.field, t.mask),
-                Atom::Rel(..) => 1,
-            };
-            self.fresh[atom as usize] = self.intern(Need {
-                know: Know::new(hi),
-                pinned: false,
-                vals: None,
-            });
-        }
-        self.fresh[atom as usize]
-    }
-
-    /// `need` with the test of `atom` having `outcome` before it, or [`DEAD`].
-    fn learn(&mut self, g: &Graph, need: u32, atom: u32, outcome: bool) -> u32 {
-        if let Some(&id) = self.learned.get(&(need, atom, outcome)) {
+    fn fresh(&mut self, g: &Graph, atom: AtomId) -> NeedId {
+        if let Some(id) = self.fresh[atom.index()] {
             return id;
         }
-        let cmp = match &g.atoms[atom as usize] {
-            Atom::Test(t) => &t.cmp,
-            Atom::Rel(..) => &Cmp::Eq(1),
+        let hi = match g.atom(atom) {
+            Atom::Test(t) => max_value(&t.field, t.mask),
+            Atom::Rel(..) => 1,
         };
+        let id = self.intern(Need {
+            know: Know::new(hi),
+            pinned: false,
+            vals: None,
+        });
+        self.fresh[atom.index()] = Some(id);
+        id
+    }
+
+    /// `need` with the test of `atom` having `outcome` before it (`None`: the outcome
+    /// contradicts the need).
+    fn learn(&mut self, g: &Graph, need: NeedId, atom: AtomId, outcome: bool) -> Option<NeedId> {
+        if let Some(&id) = self.learned.get(&(need, atom, outcome)) {
+            return (id != NeedId::DEAD).then_some(id);
+        }
+        let cmp = g.cmp(atom);
         let mut n = *self.need(need);
         let id = if n.know.decide(cmp, false) == Some(!outcome) {
-            DEAD
+            None
         } else {
             let mut alive = true;
             if let Some(vals) = &mut n.vals {
@@ -1024,13 +1041,14 @@ impl Needs {
             }
             n.pinned |= outcome && matches!(cmp, Cmp::Eq(_) | Cmp::OneOf(_));
             n.know.learn(cmp, outcome, false);
-            if alive { self.intern(n) } else { DEAD }
+            alive.then(|| self.intern(n))
         };
-        self.learned.insert((need, atom, outcome), id);
+        self.learned
+            .insert((need, atom, outcome), id.unwrap_or(NeedId::DEAD));
         id
     }
 
-    fn join(&mut self, a: u32, b: u32) -> u32 {
+    fn join(&mut self, a: NeedId, b: NeedId) -> NeedId {
         if a == b {
             return a;
         }
@@ -1052,7 +1070,7 @@ impl Needs {
     }
 
     /// A new alternative with these entries.
-    fn push(&mut self, origin: u32, entries: &[u64]) -> AltRec {
+    fn push(&mut self, origin: Edge, entries: &[u64]) -> AltRec {
         let start = self.words.len() as u32;
         self.words.extend_from_slice(entries);
         let len = entries.len() as u32;
@@ -1068,8 +1086,8 @@ impl Needs {
     fn sig(&self, start: u32, len: u32) -> u64 {
         self.words[start as usize..(start + len) as usize]
             .iter()
-            .filter(|w| **w as u32 & PINNED != 0)
-            .fold(0u64, |m, w| m | 1 << ((w >> 32) % 64))
+            .filter(|&&w| NeedId::of_word(w).pinned())
+            .fold(0u64, |m, &w| m | Key::of_word(w).sig_bit())
     }
 
     /// What both alternatives need (the keys both mention), as a new alternative (its origin
@@ -1080,14 +1098,14 @@ impl Needs {
         let (ea, eb) = (i + a.len as usize, j + b.len as usize);
         while i < ea && j < eb {
             let (wa, wb) = (self.words[i], self.words[j]);
-            let (ka, kb) = (wa >> 32, wb >> 32);
+            let (ka, kb) = (Key::of_word(wa), Key::of_word(wb));
             if ka < kb {
                 i += 1;
             } else if kb < ka {
                 j += 1;
             } else {
-                let need = self.join(wa as u32, wb as u32);
-                self.words.push(ka << 32 | u64::from(need));
+                let need = self.join(NeedId::of_word(wa), NeedId::of_word(wb));
+                self.words.push(word(ka, need));
                 i += 1;
                 j += 1;
             }
@@ -1115,20 +1133,23 @@ impl Needs {
         }
     }
 
-    /// Whether no path from `r` that knows `facts` (sorted by key) can be accepted.
-    fn hopeless(&self, r: Ref, facts: &[(u32, u32)], knows: &[Know]) -> bool {
-        let (from, count) = self.nodes[(r - FIRST) as usize];
+    /// Whether no path from `ix` that knows `facts` (sorted by key) can be accepted.
+    fn hopeless(&self, ix: NodeIx, facts: &[(Key, KnowId)], knows: &[Know]) -> bool {
+        let (from, count) = self.nodes[ix.index()];
         let admits = |rec: &AltRec| {
             let ws = &self.words[rec.start as usize..(rec.start + rec.len) as usize];
             let (mut i, mut j) = (0, 0);
             while i < facts.len() && j < ws.len() {
-                let (kf, kn) = (u64::from(facts[i].0), ws[j] >> 32);
+                let (kf, kn) = (facts[i].0, Key::of_word(ws[j]));
                 if kf < kn {
                     i += 1;
                 } else if kn < kf {
                     j += 1;
                 } else {
-                    if !self.need(ws[j] as u32).admits(&knows[facts[i].1 as usize]) {
+                    if !self
+                        .need(NeedId::of_word(ws[j]))
+                        .admits(&knows[facts[i].1.index()])
+                    {
                         return false;
                     }
                     i += 1;
@@ -1144,20 +1165,20 @@ impl Needs {
 }
 
 /// A fact set of the specialiser: (key, interned knowledge) sorted by key.
-type FactIds = Vec<(u32, u32)>;
+type FactIds = Vec<(Key, KnowId)>;
 
-/// Interned fact sets (id 0 is the empty set) and interned knowledge values: a set is a short
-/// list of ids, cheap to hash, compare and copy, however much each fact knows. The sets' entries
-/// live in one vector (a set is a span of it), found by their hash.
+/// Interned fact sets ([`FactSetId::EMPTY`] is the empty set) and interned knowledge values: a
+/// set is a short list of ids, cheap to hash, compare and copy, however much each fact knows.
+/// The sets' entries live in one vector (a set is a span of it), found by their hash.
 struct FactTable {
-    entries: Vec<(u32, u32)>,
+    entries: Vec<(Key, KnowId)>,
     spans: Vec<(u32, u32)>,
     /// Hash of a set's entries → the last set interned with that hash; `same_hash` links each
-    /// set to the one before with the same hash (`u32::MAX` ends).
-    by_hash: HashMap<u64, u32>,
-    same_hash: Vec<u32>,
+    /// set to the one before with the same hash.
+    by_hash: HashMap<u64, FactSetId>,
+    same_hash: Vec<Option<FactSetId>>,
     knows: Vec<Know>,
-    know_ids: HashMap<Know, u32>,
+    know_ids: HashMap<Know, KnowId>,
 }
 
 impl FactTable {
@@ -1171,30 +1192,35 @@ impl FactTable {
             knows: Vec::with_capacity(nodes / 4),
             know_ids: HashMap::with_capacity_and_hasher(nodes / 4, Default::default()),
         };
-        t.intern(&[]);
+        let empty = t.intern(&[]);
+        debug_assert_eq!(empty, FactSetId::EMPTY);
         t
     }
 
-    fn set(&self, id: u32) -> &[(u32, u32)] {
-        let (start, len) = self.spans[id as usize];
+    fn set(&self, id: FactSetId) -> &[(Key, KnowId)] {
+        let (start, len) = self.spans[id.index()];
         &self.entries[start as usize..(start + len) as usize]
     }
 
-    fn intern(&mut self, f: &[(u32, u32)]) -> u32 {
+    fn know_of(&self, id: KnowId) -> &Know {
+        &self.knows[id.index()]
+    }
+
+    fn intern(&mut self, f: &[(Key, KnowId)]) -> FactSetId {
         let mut h = netsift_lang::fxhash::FxHasher::default();
         for &(k, v) in f {
-            h.write_u64(u64::from(k) << 32 | u64::from(v));
+            h.write_u64(fact_word(k, v));
         }
         let hash = h.finish();
-        let first = self.by_hash.get(&hash).copied().unwrap_or(u32::MAX);
-        let mut id = first;
-        while id != u32::MAX {
+        let first = self.by_hash.get(&hash).copied();
+        let mut link = first;
+        while let Some(id) = link {
             if self.set(id) == f {
                 return id;
             }
-            id = self.same_hash[id as usize];
+            link = self.same_hash[id.index()];
         }
-        let id = self.spans.len() as u32;
+        let id = FactSetId::new(self.spans.len());
         self.spans.push((self.entries.len() as u32, f.len() as u32));
         self.entries.extend_from_slice(f);
         self.same_hash.push(first);
@@ -1203,7 +1229,7 @@ impl FactTable {
     }
 
     /// What both fact sets know (keys known on one side only are forgotten).
-    fn join(&mut self, a: u32, b: u32) -> u32 {
+    fn join(&mut self, a: FactSetId, b: FactSetId) -> FactSetId {
         if a == b {
             return a;
         }
@@ -1216,7 +1242,7 @@ impl FactTable {
                 let kid = if ka == kb {
                     ka
                 } else {
-                    let know = self.knows[ka as usize].join(&self.knows[kb as usize]);
+                    let know = self.know_of(ka).join(self.know_of(kb));
                     self.know(know)
                 };
                 joined.push((k, kid));
@@ -1225,11 +1251,11 @@ impl FactTable {
         self.intern(&joined)
     }
 
-    fn know(&mut self, k: Know) -> u32 {
+    fn know(&mut self, k: Know) -> KnowId {
         if let Some(&id) = self.know_ids.get(&k) {
             return id;
         }
-        let id = self.knows.len() as u32;
+        let id = KnowId::new(self.knows.len());
         self.knows.push(k);
         self.know_ids.insert(k, id);
         id
@@ -1246,12 +1272,12 @@ const MAX_SPECIALISATIONS: u16 = 32;
 /// graph's analyses are made once however many passes run over it.
 struct Specialiser {
     table: FactTable,
-    learned: HashMap<(u32, u32, bool), u32>,
+    learned: HashMap<(FactSetId, AtomId, bool), FactSetId>,
     live: Liveness,
     needs: Needs,
     /// Per interned knowledge, its [`Liveness::thresholds`] in the current graph (`None`: not
     /// computed yet).
-    thresholds: Vec<Option<(u32, u32)>>,
+    thresholds: Vec<Option<(NodeIx, NodeIx)>>,
     /// Scratch for the fact set being made by [`Specialiser::learn`] and
     /// [`Specialiser::prune`].
     scratch: FactIds,
@@ -1276,36 +1302,35 @@ impl Specialiser {
         self.thresholds.clear();
     }
 
-    /// Whether no path from `r` can accept a packet the tests behind `facts` passed.
-    fn hopeless(&self, r: Ref, facts: u32) -> bool {
+    /// Whether no path from `ix` can accept a packet the tests behind `facts` passed.
+    fn hopeless(&self, ix: NodeIx, facts: FactSetId) -> bool {
         self.needs
-            .hopeless(r, self.table.set(facts), &self.table.knows)
+            .hopeless(ix, self.table.set(facts), &self.table.knows)
     }
 
-    /// `facts` without what no test at or below `r` can use.
-    fn prune(&mut self, r: Ref, facts: u32) -> u32 {
-        if facts == 0 || r < FIRST {
+    /// `facts` without what no test at or below `ix` can use.
+    fn prune(&mut self, ix: NodeIx, facts: FactSetId) -> FactSetId {
+        if facts == FactSetId::EMPTY {
             return facts;
         }
         // Mostly nothing is dropped: tell that from the keys' liveness bits and the thresholds
         // of their knowledge, without projecting each.
-        let idx = r - FIRST;
         let mut useless = false;
         for i in 0..self.table.set(facts).len() {
             let (k, kid) = self.table.set(facts)[i];
-            if k >= u32::MAX / 2 {
+            if k.is_relation() {
                 continue;
             }
-            if !self.live.live(r, k) {
+            if !self.live.live(ix, k) {
                 useless = true;
                 break;
             }
             let (eq, ne) = self.thresholds_of(k, kid);
-            let know = &self.table.knows[kid as usize];
+            let know = self.table.know_of(kid);
             let kept = if know.eq.is_some() {
-                eq <= idx || self.live.rich(r, k)
+                eq <= ix || self.live.rich(ix, k)
             } else {
-                ne <= idx
+                ne <= ix
             };
             if !kept {
                 useless = true;
@@ -1321,11 +1346,11 @@ impl Specialiser {
         kept.clear();
         for i in 0..table.set(facts).len() {
             let (k, kid) = table.set(facts)[i];
-            if !live.live(r, k) {
+            if !live.live(ix, k) {
                 continue;
             }
-            let know = table.knows[kid as usize];
-            let pruned = live.project(r, k, &know);
+            let know = *table.know_of(kid);
+            let pruned = live.project(ix, k, &know);
             if pruned == know {
                 kept.push((k, kid));
             } else {
@@ -1337,8 +1362,8 @@ impl Specialiser {
         id
     }
 
-    fn thresholds_of(&mut self, key: u32, kid: u32) -> (u32, u32) {
-        let i = kid as usize;
+    fn thresholds_of(&mut self, key: Key, kid: KnowId) -> (NodeIx, NodeIx) {
+        let i = kid.index();
         if i >= self.thresholds.len() {
             self.thresholds
                 .resize(self.table.knows.len().max(i + 1), None);
@@ -1346,31 +1371,27 @@ impl Specialiser {
         if let Some(t) = self.thresholds[i] {
             return t;
         }
-        let t = self.live.thresholds(key, &self.table.knows[i]);
+        let t = self.live.thresholds(key, self.table.know_of(kid));
         self.thresholds[i] = Some(t);
         t
     }
 
-    /// The outcome of node `r`'s test when `facts` decide it.
-    fn decide(&self, g: &Graph, r: Ref, facts: u32) -> Option<bool> {
-        let n = g.get(r);
-        let fkey = g.keys[n.atom as usize];
+    /// The outcome of node `ix`'s test when `facts` decide it.
+    fn decide(&self, g: &Graph, ix: NodeIx, facts: FactSetId) -> Option<bool> {
+        let n = g.get(ix);
+        let fkey = g.key(n.atom);
         let set = self.table.set(facts);
         let i = set.binary_search_by_key(&fkey, |(k, _)| *k).ok()?;
-        let cmp = match &g.atoms[n.atom as usize] {
-            Atom::Test(t) => &t.cmp,
-            Atom::Rel(..) => &Cmp::Eq(1),
-        };
-        self.table.knows[set[i].1 as usize].decide(cmp, false)
+        self.table.know_of(set[i].1).decide(g.cmp(n.atom), false)
     }
 
     /// `facts` and what the test of `atom` having `outcome` teaches.
-    fn learn(&mut self, g: &Graph, facts: u32, atom: u32, outcome: bool) -> u32 {
+    fn learn(&mut self, g: &Graph, facts: FactSetId, atom: AtomId, outcome: bool) -> FactSetId {
         if let Some(&id) = self.learned.get(&(facts, atom, outcome)) {
             return id;
         }
-        let fkey = g.keys[atom as usize];
-        let (cmp, hi) = match &g.atoms[atom as usize] {
+        let fkey = g.key(atom);
+        let (cmp, hi) = match g.atom(atom) {
             Atom::Test(t) => (&t.cmp, max_value(&t.field, t.mask)),
             Atom::Rel(..) => (&Cmp::Eq(1), 1),
         };
@@ -1380,7 +1401,7 @@ impl Specialiser {
         f.extend_from_slice(table.set(facts));
         let changed = match f.binary_search_by_key(&fkey, |(k, _)| *k) {
             Ok(i) => {
-                let old = table.knows[f[i].1 as usize];
+                let old = *table.know_of(f[i].1);
                 let mut k = old;
                 k.learn(cmp, outcome, false);
                 // Nothing new: the same set.
@@ -1409,69 +1430,99 @@ impl Specialiser {
 /// different nodes).
 type Specialised = (Graph, Ref, bool);
 
+/// The fact sets a node of the graph being specialised was entered with (see [`specialise`]).
+#[derive(Clone, Copy)]
+enum Entered {
+    Never,
+    /// `count` fact sets, the last one at `last` in the chain of fact sets (each with the index
+    /// of the one before).
+    Few {
+        count: u16,
+        last: u32,
+    },
+    /// More than [`MAX_SPECIALISATIONS`]: what they all share.
+    Many(FactSetId),
+}
+
+const _: () = assert!(size_of::<Entered>() == 8);
+
 /// Specialise `root` of `g0` (the graph `sp` analysed) along every path. Returns the new graph
 /// and its root, or `None` when the budget is exceeded.
 fn specialise(g0: &Graph, sp: &mut Specialiser, root: Ref, budget: usize) -> Option<Specialised> {
     let mut out = g0.empty_like();
     enum Frame {
-        Enter(Ref, u32),
-        Finish { key: (Ref, u32), atom: u32 },
-        Alias((Ref, u32)),
+        Enter(Ref, FactSetId),
+        Finish {
+            key: (NodeIx, FactSetId),
+            atom: AtomId,
+        },
+        Alias((NodeIx, FactSetId)),
     }
-    let mut memo: HashMap<(Ref, u32), Ref> =
+    let mut memo: HashMap<(NodeIx, FactSetId), Ref> =
         HashMap::with_capacity_and_hasher(g0.nodes.len(), Default::default());
-    // Per node of `g0`: how many fact sets it was entered with (`u16::MAX`: more than
-    // `MAX_SPECIALISATIONS`, and then what they all share), else the last one's link in `chain`
-    // (the fact sets, each with the link of the one before; `u32::MAX` ends).
-    let mut entered: Vec<(u16, u32)> = vec![(0, u32::MAX); g0.nodes.len()];
-    let mut chain: Vec<(u32, u32)> = Vec::new();
-    // Per node of `g0`: the node it became first (REJECT: none yet).
-    let mut became: Vec<Ref> = vec![REJECT; g0.nodes.len()];
+    // Per node of `g0`: the fact sets it was entered with; the chain holds, for the nodes
+    // entered `Few` times, each fact set and the index of the one before (for the first, its
+    // own: the chain is walked `count` links back).
+    let mut entered: Vec<Entered> = vec![Entered::Never; g0.nodes.len()];
+    let mut chain: Vec<(FactSetId, u32)> = Vec::new();
+    // Per node of `g0`: the node it became first.
+    let mut became: Vec<Option<Ref>> = vec![None; g0.nodes.len()];
     let mut copied = false;
     let mut results: Vec<Ref> = Vec::new();
-    let mut stack = vec![Frame::Enter(root, 0)];
+    let mut stack = vec![Frame::Enter(root, FactSetId::EMPTY)];
     while let Some(frame) = stack.pop() {
         match frame {
             Frame::Enter(r, facts) => {
-                if r < FIRST {
+                let Some(ix) = r.node() else {
                     results.push(r);
                     continue;
-                }
-                let facts = sp.prune(r, facts);
-                let mut key = (r, facts);
+                };
+                let facts = sp.prune(ix, facts);
+                let mut key = (ix, facts);
                 if let Some(&m) = memo.get(&key) {
                     results.push(m);
                     continue;
                 }
-                if sp.hopeless(r, facts) {
-                    memo.insert(key, REJECT);
-                    results.push(REJECT);
+                if sp.hopeless(ix, facts) {
+                    memo.insert(key, Ref::REJECT);
+                    results.push(Ref::REJECT);
                     continue;
                 }
                 // A node is specialised for at most `MAX_SPECIALISATIONS` fact sets; past that
                 // it is entered with what all its fact sets share, which only ever weakens, so
                 // the work stays linear in the graph. (The join is made only then.)
-                if facts != 0 {
-                    let (count, last) = &mut entered[(r - FIRST) as usize];
-                    if *count < MAX_SPECIALISATIONS {
-                        chain.push((facts, *last));
-                        *last = chain.len() as u32 - 1;
-                        *count += 1;
-                    } else {
-                        let common = if *count == u16::MAX {
-                            sp.table.join(*last, facts)
-                        } else {
+                if facts != FactSetId::EMPTY {
+                    let e = &mut entered[ix.index()];
+                    let common = match *e {
+                        Entered::Never => {
+                            let at = chain.len() as u32;
+                            chain.push((facts, at));
+                            *e = Entered::Few { count: 1, last: at };
+                            None
+                        }
+                        Entered::Few { count, last } if count < MAX_SPECIALISATIONS => {
+                            chain.push((facts, last));
+                            *e = Entered::Few {
+                                count: count + 1,
+                                last: chain.len() as u32 - 1,
+                            };
+                            None
+                        }
+                        Entered::Few { count, last } => {
                             let mut common = facts;
-                            let mut link = *last;
-                            while link != u32::MAX {
+                            let mut link = last;
+                            for _ in 0..count {
                                 let (f, prev) = chain[link as usize];
                                 common = sp.table.join(common, f);
                                 link = prev;
                             }
-                            common
-                        };
-                        (*count, *last) = (u16::MAX, common);
-                        key = (r, common);
+                            Some(common)
+                        }
+                        Entered::Many(common) => Some(sp.table.join(common, facts)),
+                    };
+                    if let Some(common) = common {
+                        *e = Entered::Many(common);
+                        key = (ix, common);
                         if let Some(&m) = memo.get(&key) {
                             results.push(m);
                             continue;
@@ -1482,8 +1533,8 @@ fn specialise(g0: &Graph, sp: &mut Specialiser, root: Ref, budget: usize) -> Opt
                 if out.nodes.len() > budget {
                     return None;
                 }
-                let n = g0.get(r);
-                if let Some(outcome) = sp.decide(g0, r, facts) {
+                let n = g0.get(ix);
+                if let Some(outcome) = sp.decide(g0, ix, facts) {
                     let next = if outcome { n.t } else { n.f };
                     stack.push(Frame::Alias(key));
                     stack.push(Frame::Enter(next, facts));
@@ -1491,8 +1542,8 @@ fn specialise(g0: &Graph, sp: &mut Specialiser, root: Ref, budget: usize) -> Opt
                 }
                 // A terminal ignores the facts it is entered with: nothing to learn for it.
                 let learn = |sp: &mut Specialiser, s: Ref, outcome: bool| {
-                    if s < FIRST {
-                        0
+                    if s.is_terminal() {
+                        FactSetId::EMPTY
                     } else {
                         sp.learn(g0, facts, n.atom, outcome)
                     }
@@ -1503,27 +1554,27 @@ fn specialise(g0: &Graph, sp: &mut Specialiser, root: Ref, budget: usize) -> Opt
                 stack.push(Frame::Enter(n.t, ft));
             }
             Frame::Finish { key, atom } => {
-                let f = results.pop().unwrap_or(REJECT);
-                let t = results.pop().unwrap_or(REJECT);
+                let f = results.pop().unwrap_or(Ref::REJECT);
+                let t = results.pop().unwrap_or(Ref::REJECT);
                 let r = out.node(atom, t, f);
-                if r >= FIRST {
-                    let first = &mut became[(key.0 - FIRST) as usize];
-                    if *first == REJECT {
-                        *first = r;
-                    } else if *first != r {
-                        copied = true;
+                if !r.is_terminal() {
+                    let first = &mut became[key.0.index()];
+                    match *first {
+                        None => *first = Some(r),
+                        Some(f) if f != r => copied = true,
+                        Some(_) => {}
                     }
                 }
                 memo.insert(key, r);
                 results.push(r);
             }
             Frame::Alias(key) => {
-                let r = *results.last().unwrap_or(&REJECT);
+                let r = *results.last().unwrap_or(&Ref::REJECT);
                 memo.insert(key, r);
             }
         }
     }
-    let root = results.pop().unwrap_or(REJECT);
+    let root = results.pop().unwrap_or(Ref::REJECT);
     Some((out, root, copied))
 }
 
@@ -1553,16 +1604,16 @@ fn thread_must(g0: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) {
 fn thread_must_once(g: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) {
     let mut out = g.empty_like();
     // Follow an edge carrying `facts` past the tests they decide (libpcap's jump threading).
-    let thread = |sp: &mut Specialiser, mut s: Ref, facts: u32| -> (Ref, u32) {
+    let thread = |sp: &mut Specialiser, mut s: Ref, facts: FactSetId| -> (Ref, FactSetId) {
         let mut facts = facts;
         for _ in 0..256 {
-            if s < FIRST {
+            let Some(ix) = s.node() else {
                 break;
-            }
-            facts = sp.prune(s, facts);
-            match sp.decide(g, s, facts) {
+            };
+            facts = sp.prune(ix, facts);
+            match sp.decide(g, ix, facts) {
                 Some(outcome) => {
-                    let n = g.get(s);
+                    let n = g.get(ix);
                     s = if outcome { n.t } else { n.f };
                 }
                 None => break,
@@ -1570,34 +1621,32 @@ fn thread_must_once(g: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) 
         }
         (s, facts)
     };
-    let (root, root_facts) = thread(sp, root, 0);
-    if root < FIRST {
+    let (root, root_facts) = thread(sp, root, FactSetId::EMPTY);
+    let Some(root_ix) = root.node() else {
         return (out, root);
-    }
-    // Facts on entry of each reachable node: the join over its incoming edges. Predecessors
-    // have larger refs, so visiting refs in decreasing order sees every edge into a node before
-    // the node.
-    const UNSEEN: u32 = u32::MAX;
-    let mut entry = vec![UNSEEN; g.nodes.len()];
-    let mut targets = vec![(REJECT, REJECT); g.nodes.len()];
-    entry[(root - FIRST) as usize] = root_facts;
-    for i in (0..=(root - FIRST) as usize).rev() {
-        if entry[i] == UNSEEN {
+    };
+    // Facts on entry of each reachable node (`None`: unreached): the join over its incoming
+    // edges. Predecessors have larger refs, so visiting refs in decreasing order sees every edge
+    // into a node before the node.
+    let mut entry: Vec<Option<FactSetId>> = vec![None; g.nodes.len()];
+    let mut targets = vec![(Ref::REJECT, Ref::REJECT); g.nodes.len()];
+    entry[root_ix.index()] = Some(root_facts);
+    for i in (0..=root_ix.index()).rev() {
+        let Some(facts) = entry[i] else {
             continue;
-        }
-        let r = i as Ref + FIRST;
-        let facts = sp.prune(r, entry[i]);
-        let n = g.get(r);
+        };
+        let ix = NodeIx::new(i);
+        let facts = sp.prune(ix, facts);
+        let n = g.get(ix);
         let mut edge = |sp: &mut Specialiser, s: Ref, outcome: bool| -> Ref {
             let learned = sp.learn(g, facts, n.atom, outcome);
             let (s, f) = thread(sp, s, learned);
-            if s >= FIRST {
-                let e = &mut entry[(s - FIRST) as usize];
-                *e = if *e == UNSEEN {
-                    f
-                } else {
-                    sp.table.join(*e, f)
-                };
+            if let Some(sx) = s.node() {
+                let e = &mut entry[sx.index()];
+                *e = Some(match *e {
+                    None => f,
+                    Some(e) => sp.table.join(e, f),
+                });
             }
             s
         };
@@ -1605,17 +1654,15 @@ fn thread_must_once(g: &Graph, sp: &mut Specialiser, root: Ref) -> (Graph, Ref) 
         let f = edge(sp, n.f, false);
         targets[i] = (t, f);
     }
-    // Rebuild bottom-up along the threaded edges.
-    let mut map = vec![REJECT; g.nodes.len()];
-    let resolve = |map: &[Ref], s: Ref| {
-        if s < FIRST {
-            s
-        } else {
-            map[(s - FIRST) as usize]
-        }
+    // Rebuild bottom-up along the threaded edges (every target of a reached node is reached, and
+    // mapped before it).
+    let mut map = vec![Ref::REJECT; g.nodes.len()];
+    let resolve = |map: &[Ref], s: Ref| match s.node() {
+        None => s,
+        Some(ix) => map[ix.index()],
     };
-    for i in 0..=(root - FIRST) as usize {
-        if entry[i] == UNSEEN {
+    for i in 0..=root_ix.index() {
+        if entry[i].is_none() {
             continue;
         }
         let (t, f) = targets[i];
@@ -1745,15 +1792,15 @@ fn decision_graph(pred: &Pred) -> Result<(Graph, Ref), CompileError> {
         &mut memo,
         &mut atoms,
         pred.root(),
-        ACCEPT,
-        REJECT,
+        Ref::ACCEPT,
+        Ref::REJECT,
     )?;
     Ok((g, root))
 }
 
 pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     let (g0, root) = decision_graph(pred)?;
-    if root >= FIRST && nothing_to_specialise(&g0) {
+    if !root.is_terminal() && nothing_to_specialise(&g0) {
         // No path can know anything that decides a later test: specialisation would give
         // the graph back as it is; and with every field tested once, no chain has two tests of
         // one field to group.
@@ -1766,7 +1813,7 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
     let mut sp = Specialiser::new(&g0);
     let (g, root) = match specialise(&g0, &mut sp, root, budget) {
         // No node copied: nothing the path facts gained was paid for in size.
-        Some((g, r, copied)) if !copied || r < FIRST => (g, r),
+        Some((g, r, copied)) if !copied || r.is_terminal() => (g, r),
         spec => {
             // Specialising along paths can duplicate shared code for a small gain (DECnet's
             // four header layouts; `host A and port P or host B and port Q …` knowing which
@@ -1778,7 +1825,7 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
             let mut best = (g1, r1);
             for cand in [s1, spec] {
                 if let Some((g, r, _)) = cand
-                    && (r < FIRST || g.nodes.len() <= best.0.nodes.len())
+                    && (r.is_terminal() || g.nodes.len() <= best.0.nodes.len())
                 {
                     best = (g, r);
                 }
@@ -1786,7 +1833,7 @@ pub(crate) fn optimize(pred: &Pred, snaplen: u32) -> Result<Cfg, CompileError> {
             best
         }
     };
-    if root == REJECT && libpcap_rejects_all(&g0, g0_root) {
+    if root == Ref::REJECT && libpcap_rejects_all(&g0, g0_root) {
         return Err(CompileError::new(CompileErrorKind::RejectsAll));
     }
     let (g, root) = regroup(&g, root);
@@ -1805,12 +1852,15 @@ fn nothing_to_specialise(g: &Graph) -> bool {
     }
     let mut seen = 0u64;
     for n in &g.nodes {
-        let key = g.keys[n.atom as usize];
-        if key >= 64 || seen & (1 << key) != 0 {
+        let key = match g.key(n.atom).field_index() {
+            Some(k) if k < 64 => k,
+            _ => return false,
+        };
+        if seen & (1 << key) != 0 {
             return false;
         }
         seen |= 1 << key;
-        let Atom::Test(t) = &g.atoms[n.atom as usize] else {
+        let Atom::Test(t) = g.atom(n.atom) else {
             return false;
         };
         if Know::new(max_value(&t.field, t.mask))
@@ -1832,26 +1882,27 @@ fn nothing_to_specialise(g: &Graph) -> bool {
 /// change which read fails first on a truncated packet, never the verdict of a complete one.
 fn regroup(g: &Graph, root: Ref) -> (Graph, Ref) {
     let mut out = g.empty_like();
-    if root < FIRST {
+    let Some(root_ix) = root.node() else {
         return (out, root);
-    }
+    };
     // Predecessor counts of reachable nodes.
     let mut preds = vec![0u32; g.nodes.len()];
     let mut seen = vec![false; g.nodes.len()];
-    let mut stack = vec![root];
-    while let Some(r) = stack.pop() {
-        if r < FIRST || std::mem::replace(&mut seen[(r - FIRST) as usize], true) {
+    let mut stack = vec![root_ix];
+    while let Some(ix) = stack.pop() {
+        if std::mem::replace(&mut seen[ix.index()], true) {
             continue;
         }
-        let n = g.get(r);
+        let n = g.get(ix);
         for s in [n.t, n.f] {
-            if s >= FIRST {
-                preds[(s - FIRST) as usize] += 1;
+            if let Some(s) = s.node() {
+                preds[s.index()] += 1;
                 stack.push(s);
             }
         }
     }
-    let mut memo: Vec<Ref> = vec![u32::MAX; g.nodes.len()];
+    // Per node, what it became (`None`: not yet regrouped).
+    let mut memo: Vec<Option<Ref>> = vec![None; g.nodes.len()];
     let r = regroup_node(g, &preds, &mut out, &mut memo, root, 0);
     (out, r)
 }
@@ -1860,25 +1911,28 @@ fn regroup_node(
     g: &Graph,
     preds: &[u32],
     out: &mut Graph,
-    memo: &mut [Ref],
+    memo: &mut [Option<Ref>],
     r: Ref,
     depth: u32,
 ) -> Ref {
-    if r < FIRST {
+    let Some(ix) = r.node() else {
         return r;
+    };
+    if let Some(x) = memo[ix.index()] {
+        return x;
     }
-    if memo[(r - FIRST) as usize] != u32::MAX {
-        return memo[(r - FIRST) as usize];
-    }
-    let n = g.get(r);
+    let n = g.get(ix);
     // The longest chain from r linked by false edges with the true target n.t (an "or"), or by
     // true edges with the false target n.f (an "and"); inner members have no other entry.
-    let chain = |or: bool| -> Vec<Ref> {
-        let mut c = vec![r];
+    let chain = |or: bool| -> Vec<NodeIx> {
+        let mut c = vec![ix];
         let mut cur = n;
         loop {
             let next = if or { cur.f } else { cur.t };
-            if next < FIRST || preds[(next - FIRST) as usize] != 1 {
+            let Some(next) = next.node() else {
+                break;
+            };
+            if preds[next.index()] != 1 {
                 break;
             }
             let m = g.get(next);
@@ -1897,9 +1951,9 @@ fn regroup_node(
     } else {
         (and_chain, false)
     };
-    let key = |x: &Ref| g.keys[g.get(*x).atom as usize];
+    let key = |x: &NodeIx| g.key(g.get(*x).atom);
     let worth = members.len() >= 3 && {
-        let keys: Vec<u32> = members.iter().map(key).collect();
+        let keys: Vec<Key> = members.iter().map(key).collect();
         keys.windows(2).any(|w| w[0] != w[1]) && {
             let mut sorted = keys.clone();
             sorted.sort_unstable();
@@ -1912,22 +1966,22 @@ fn regroup_node(
         let t = regroup_node(g, preds, out, memo, n.t, depth + 1);
         let f = regroup_node(g, preds, out, memo, n.f, depth + 1);
         let x = out.node(n.atom, t, f);
-        memo[(r - FIRST) as usize] = x;
+        memo[ix.index()] = Some(x);
         return x;
     }
-    let last = g.get(*members.last().unwrap_or(&r));
+    let last = g.get(*members.last().unwrap_or(&ix));
     let (shared, exit) = if or { (n.t, last.f) } else { (n.f, last.t) };
     let shared = regroup_node(g, preds, out, memo, shared, depth + 1);
     let exit = regroup_node(g, preds, out, memo, exit, depth + 1);
     // Stable grouping by field, first occurrences first.
-    let mut order: Vec<u32> = Vec::new();
+    let mut order: Vec<Key> = Vec::new();
     for m in &members {
         let k = key(m);
         if !order.contains(&k) {
             order.push(k);
         }
     }
-    let mut sorted: Vec<Ref> = Vec::with_capacity(members.len());
+    let mut sorted: Vec<NodeIx> = Vec::with_capacity(members.len());
     for k in &order {
         sorted.extend(members.iter().filter(|m| key(m) == *k));
     }
@@ -1940,7 +1994,7 @@ fn regroup_node(
             out.node(atom, cur, shared)
         };
     }
-    memo[(r - FIRST) as usize] = cur;
+    memo[ix.index()] = Some(cur);
     cur
 }
 
@@ -1949,35 +2003,32 @@ fn regroup_node(
 /// dominators), with equality reasoning; this replays that to a fixed point on the decision
 /// graph and checks whether "accept" is still reachable.
 fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
-    if root < FIRST {
-        return root == REJECT;
-    }
+    let Some(root_ix) = root.node() else {
+        return root == Ref::REJECT;
+    };
     let mut nodes = g0.nodes.clone();
     // libpcap decides a branch from a dominating one only when both compare the same value
     // number with the same operator and operand (or a taken `jeq` excludes other constants),
     // so a test other than equality is a boolean of its own, like a relation. A field read by
     // a relation in the filter text (`ip[9] = 6`) is a different value number from the same
     // field read by a primitive (`udp`): libpcap loads the former through X.
-    let test_of = |atom: u32| -> (u32, Cmp) {
-        match &g0.atoms[atom as usize] {
-            Atom::Test(t) if matches!(t.cmp, Cmp::Eq(_) | Cmp::OneOf(_) | Cmp::Bits(_)) => (
-                2 * g0.keys[atom as usize] + u32::from(t.relation),
-                t.cmp.clone(),
-            ),
-            Atom::Test(_) | Atom::Rel(..) => (u32::MAX - atom, Cmp::Eq(1)),
+    let test_of = |atom: AtomId| -> (ValueKey, Cmp) {
+        match g0.atom(atom) {
+            Atom::Test(t) if matches!(t.cmp, Cmp::Eq(_) | Cmp::OneOf(_) | Cmp::Bits(_)) => {
+                (ValueKey::field(g0.key(atom), t.relation), t.cmp.clone())
+            }
+            Atom::Test(_) | Atom::Rel(..) => (ValueKey::own(atom), Cmp::Eq(1)),
         }
     };
-    let decide = |facts: &Facts, atom: u32| -> Option<bool> {
+    let decide = |facts: &Facts, atom: AtomId| -> Option<bool> {
         let (k, cmp) = test_of(atom);
         let i = facts.binary_search_by_key(&k, |(kk, _)| *kk).ok()?;
         facts[i].1.decide(&cmp, true)
     };
-    let learn = |facts: &Facts, atom: u32, outcome: bool| -> Facts {
+    let learn = |facts: &Facts, atom: AtomId, outcome: bool| -> Facts {
         // A range test is libpcap's `jge lo; jgt hi`, whose two failure edges meet at the next
         // test: after them libpcap does not know that the value is out of range.
-        if !outcome
-            && matches!(&g0.atoms[atom as usize], Atom::Test(t) if matches!(t.cmp, Cmp::Range(..)))
-        {
+        if !outcome && matches!(g0.atom(atom), Atom::Test(t) if matches!(t.cmp, Cmp::Range(..))) {
             return facts.clone();
         }
         let (k, cmp) = test_of(atom);
@@ -2009,7 +2060,7 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
     };
     for _round in 0..100 {
         let mut facts_in: Vec<Option<Facts>> = vec![None; nodes.len()];
-        facts_in[(root - FIRST) as usize] = Some(Vec::new());
+        facts_in[root_ix.index()] = Some(Vec::new());
         let mut changed = false;
         for i in (0..nodes.len()).rev() {
             let Some(f) = facts_in[i].clone() else {
@@ -2025,7 +2076,7 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
                     (k, Cmp::OneOf(vs)) if outcome => Some((k, vs)),
                     _ => None,
                 };
-                let decide_set = |atom: u32| -> Option<bool> {
+                let decide_set = |atom: AtomId| -> Option<bool> {
                     let (k, vs) = among.as_ref()?;
                     match test_of(atom) {
                         (kc, Cmp::Eq(v)) if kc == *k => (!vs.contains(&v)).then_some(false),
@@ -2043,8 +2094,10 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
                 };
                 let mut s = if outcome { n.t } else { n.f };
                 let mut steps = 0;
-                while s >= FIRST && steps < nodes.len() {
-                    let c = nodes[(s - FIRST) as usize];
+                while let Some(sx) = s.node()
+                    && steps < nodes.len()
+                {
+                    let c = nodes[sx.index()];
                     match decide(&ef, c.atom).or_else(|| decide_set(c.atom)) {
                         Some(o) => s = if o { c.t } else { c.f },
                         None => break,
@@ -2060,8 +2113,8 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
                     *slot = s;
                     changed = true;
                 }
-                if s >= FIRST {
-                    let j = (s - FIRST) as usize;
+                if let Some(sx) = s.node() {
+                    let j = sx.index();
                     facts_in[j] = Some(match &facts_in[j] {
                         None => ef,
                         Some(old) => meet(old, &ef),
@@ -2077,13 +2130,16 @@ fn libpcap_rejects_all(g0: &Graph, root: Ref) -> bool {
     let mut seen = vec![false; nodes.len()];
     let mut stack = vec![root];
     while let Some(r) = stack.pop() {
-        if r == ACCEPT {
+        if r == Ref::ACCEPT {
             return false;
         }
-        if r < FIRST || std::mem::replace(&mut seen[(r - FIRST) as usize], true) {
+        let Some(ix) = r.node() else {
+            continue;
+        };
+        if std::mem::replace(&mut seen[ix.index()], true) {
             continue;
         }
-        let n = nodes[(r - FIRST) as usize];
+        let n = nodes[ix.index()];
         stack.push(n.t);
         stack.push(n.f);
     }
@@ -2095,10 +2151,10 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
     let mut cfg = Cfg::with_capacity(g.nodes.len() + 2);
     let accept = cfg.add_shared(&[], Term::Ret(snaplen));
     let reject = cfg.add_shared(&[], Term::Ret(0));
-    if root < FIRST {
-        cfg.root = Some(if root == ACCEPT { accept } else { reject });
+    let Some(root_ix) = root.node() else {
+        cfg.root = Some(if root == Ref::ACCEPT { accept } else { reject });
         return Ok(cfg);
-    }
+    };
     /// What emission knows of a node of the graph.
     #[derive(Clone, Copy, Default)]
     struct Slot<'a> {
@@ -2112,19 +2168,19 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
     }
     let mut slots: Vec<Slot<'_>> = vec![Slot::default(); g.nodes.len()];
     // Reachable nodes in topological order: successors have smaller refs, so decreasing refs.
-    slots[(root - FIRST) as usize].reach = true;
+    slots[root_ix.index()].reach = true;
     for i in (0..g.nodes.len()).rev() {
         if slots[i].reach {
             let n = g.nodes[i];
             for s in [n.t, n.f] {
-                if s >= FIRST {
-                    slots[(s - FIRST) as usize].reach = true;
+                if let Some(s) = s.node() {
+                    slots[s.index()].reach = true;
                 }
             }
         }
     }
-    slots[(root - FIRST) as usize].a_in = Some(Holds::Unknown);
-    slots[(root - FIRST) as usize].x_in = Some(Holds::Unknown);
+    slots[root_ix.index()].a_in = Some(Holds::Unknown);
+    slots[root_ix.index()].x_in = Some(Holds::Unknown);
     let meet = |slot: &mut Option<Holds>, v: Holds| {
         *slot = Some(match *slot {
             None => v,
@@ -2143,7 +2199,7 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
         let ain = slots[i].a_in.unwrap_or(Holds::Unknown);
         let xin = slots[i].x_in.unwrap_or(Holds::Unknown);
         let start = stmts.len() as u32;
-        let (br, aout, xout) = match &g.atoms[n.atom as usize] {
+        let (br, aout, xout) = match g.atom(n.atom) {
             Atom::Test(t) => plan_test(t, ain, xin, &mut stmts),
             Atom::Rel(a, op, b) => {
                 let (code, k) = vals.relation(a, *op, b, false, &mut stmts)?;
@@ -2152,8 +2208,8 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
         };
         slots[i].plan = Some((br, start, stmts.len() as u32));
         for s in [n.t, n.f] {
-            if s >= FIRST {
-                let j = (s - FIRST) as usize;
+            if let Some(s) = s.node() {
+                let j = s.index();
                 meet(&mut slots[j].a_in, aout);
                 meet(&mut slots[j].x_in, xout);
             }
@@ -2161,10 +2217,10 @@ fn emit(g: &Graph, root: Ref, snaplen: u32) -> Result<Cfg, CompileError> {
     }
     // Blocks, created successors first.
     let target = |r: Ref, slots: &[Slot<'_>]| -> BlockId {
-        match r {
-            ACCEPT => accept,
-            REJECT => reject,
-            r => slots[(r - FIRST) as usize].block.unwrap_or(reject),
+        match r.node() {
+            Some(ix) => slots[ix.index()].block.unwrap_or(reject),
+            None if r == Ref::ACCEPT => accept,
+            None => reject,
         }
     };
     for i in 0..g.nodes.len() {
@@ -2288,7 +2344,7 @@ mod tests {
                 }
                 let (g0, root) = decision_graph(&pred).unwrap();
                 checked += 1;
-                if root < FIRST || !nothing_to_specialise(&g0) {
+                if root.is_terminal() || !nothing_to_specialise(&g0) {
                     continue;
                 }
                 skipped += 1;
