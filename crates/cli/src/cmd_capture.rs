@@ -261,7 +261,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             } else {
                 let target = args
                     .compile
-                    .target(file.with_snaplen(snaplen.min(file.snaplen.max(1))))?;
+                    .target(file.with_snaplen(snaplen.min(file.snaplen)))?;
                 Some(program::expression(&text, &target, user_engine)?)
             };
             let precision = match reader.format() {

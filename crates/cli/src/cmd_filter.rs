@@ -87,7 +87,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 break;
             }
         };
-        let result = filter.run(packet.data, packet.wire_len);
+        // An eBPF test run that fails ends the command (the verdicts printed are the kernel's).
+        let result = filter
+            .try_run(packet.data, packet.wire_len)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         if args.verdicts {
             writeln!(out, "{index} {result}")?;
         }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use netsift::capture::generate::Mix;
-use netsift::capture::live::{Sender, foreign_address};
+use netsift::capture::live::{Foreign, Sender, foreign_address};
 use netsift::capture::{CaptureReader, LinkType, Packet, PcapWriter, Precision};
 use netsift::classify::generate;
 use netsift_bench::ftp::FtpWorkload;
@@ -346,26 +346,32 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("nothing to send");
     }
     if let Some(path) = &args.read {
-        let foreign: Vec<(usize, std::net::IpAddr)> = frames
+        let foreign: Vec<(usize, Foreign)> = frames
             .iter()
             .enumerate()
             .filter_map(|(i, f)| foreign_address(f).map(|a| (i, a)))
             .collect();
-        if let Some(&(i, a)) = foreign.first() {
+        if let Some(&(i, why)) = foreign.first() {
+            let what = match why {
+                Foreign::Address(a) => format!("packet {} carries {a}", i + 1),
+                Foreign::Unreadable => format!(
+                    "packet {} is cut before its addresses and cannot be checked",
+                    i + 1
+                ),
+            };
             if !args.allow_foreign_addresses {
                 bail!(
-                    "{}: packet {} carries {a}, outside the test ranges 198.18.0.0/15 and \
-                     2001:db8::/32 ({} of {} packets do); a replay sends the capture's own \
-                     addresses: add --allow-foreign-addresses to send them",
+                    "{}: {what}, outside the test ranges 198.18.0.0/15 and 2001:db8::/32 ({} of \
+                     {} packets are); a replay sends the capture's own addresses: add \
+                     --allow-foreign-addresses to send them",
                     path.display(),
-                    i + 1,
                     foreign.len(),
                     frames.len()
                 );
             }
             eprintln!(
-                "netsift: replaying {} with its own addresses: {} of {} packets carry addresses \
-                 outside the test ranges (the first: {a})",
+                "netsift: replaying {} with its own addresses: {} of {} packets are outside the \
+                 test ranges (the first: {what})",
                 path.display(),
                 foreign.len(),
                 frames.len()

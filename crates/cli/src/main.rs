@@ -89,7 +89,7 @@ fn init_logging(verbose: u8) {
         Ok(spec) if !spec.is_empty() => EnvFilter::new(spec),
         _ => EnvFilter::new(match verbose {
             0 => "off",
-            1 => "netsift_filter=info,netsift_graph=info",
+            1 => "netsift_filter=info",
             _ => "debug",
         }),
     };

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
 use netsift::bpf::{Program, asm};
-use netsift::filter::{Error, Input};
+use netsift::filter::{Error, ErrorKind, Input};
 use netsift::{Choice, Engine, Filter, Target};
 
 /// libpcap's default snap length, returned by the accept-all program of an empty expression.
@@ -57,7 +57,10 @@ impl EngineArg {
 /// `--engine` flag.
 fn report(e: Error, asked: EngineArg) -> anyhow::Error {
     match e.refusal() {
-        Some((_, says)) => anyhow!("--engine {} {says}", asked.name()),
+        Some((Engine::Ebpf, says)) if e.kind() == ErrorKind::Unsupported => {
+            anyhow!("--engine {}{says} (use --engine bpf)", asked.name())
+        }
+        Some((_, says)) => anyhow!("--engine {}{says}", asked.name()),
         None => anyhow!("{e}"),
     }
 }
@@ -90,8 +93,16 @@ pub fn load(path: &Path, target: &Target, asked: EngineArg) -> Result<Filter> {
         .with_context(|| format!("cannot read the program file {}", path.display()))?;
     let program = asm::parse_any(&text)
         .with_context(|| format!("cannot parse the program in {}", path.display()))?;
-    build(Input::Program(&program), target, asked)
-        .with_context(|| format!("the program in {}", path.display()))
+    Filter::build(Input::Program(&program), target, asked.choice())
+        .map_err(|e| match e.kind() {
+            ErrorKind::InvalidProgram => anyhow!(
+                "the program in {} is not valid: {}",
+                path.display(),
+                e.message()
+            ),
+            _ => report(e, asked),
+        })
+        .inspect(|f| report_fallback(f, asked))
 }
 
 /// The filter that accepts every packet whole (`ret #262144`, what libpcap compiles from ""),

@@ -979,3 +979,59 @@ fn flow_queues_split_the_capture_over_worker_threads() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("-r FILE"), "{}", stderr(&o));
 }
+
+#[test]
+fn verbose_says_which_engine_runs_the_filter() {
+    let s = sample();
+    let s = s.to_str().unwrap();
+    let o = netsift(&["-v", "filter", "-r", s, "--verdicts", "tcp port 80"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("engine auto: JIT (") || e.contains("engine auto: interpreter ("),
+        "{e}"
+    );
+    let o = netsift(&["filter", "-r", s, "--verdicts", "tcp port 80"]);
+    assert_eq!(stderr(&o), "", "nothing without -v");
+    let o = netsift(&["filter", "-r", s, "-v", "--engine", "swift", "tcp port 80"]);
+    assert!(
+        stderr(&o).contains("engine Swift: Swift ("),
+        "{}",
+        stderr(&o)
+    );
+    // Engines that cannot serve say why, in the words of the flag.
+    let o = netsift(&["filter", "-r", s, "--engine", "swift", "ip[2:2] - 20 > 100"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("Swift cannot express this filter: arithmetic"),
+        "{}",
+        stderr(&o)
+    );
+    let prog = tmp("tcp.ddd");
+    std::fs::write(&prog, "1\n6 0 0 65535\n").unwrap();
+    let o = netsift(&[
+        "filter",
+        "-r",
+        s,
+        "--engine",
+        "swift",
+        "--program",
+        prog.to_str().unwrap(),
+    ]);
+    assert!(
+        stderr(&o).contains("--engine swift runs filter expressions, not classic BPF programs"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&prog, "1\n6 0 0 65535 junk\n2\n").unwrap();
+    let o = netsift(&["filter", "-r", s, "--program", prog.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let bad = tmp("bad.ddd");
+    std::fs::write(&bad, "1\n7 0 0 0\n").unwrap();
+    let o = netsift(&["filter", "-r", s, "--program", bad.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains(&format!("the program in {} is not valid: ", bad.display())),
+        "{}",
+        stderr(&o)
+    );
+}

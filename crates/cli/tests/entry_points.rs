@@ -10,6 +10,7 @@
 //! the oracle links, so that each answers for itself.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use netsift::bpf::{Filter as Interp, Insn, Program, Rules, asm};
@@ -32,6 +33,7 @@ type Compile =
 type GetErr = unsafe extern "C" fn(*mut c_void) -> *mut c_char;
 type FreeCode = unsafe extern "C" fn(*mut BpfProgram);
 type Close = unsafe extern "C" fn(*mut c_void);
+type OpenOffline = unsafe extern "C" fn(*const c_char, *mut c_char) -> *mut c_void;
 
 /// netsift's libpcap, loaded on its own.
 struct Shim {
@@ -40,6 +42,7 @@ struct Shim {
     geterr: GetErr,
     freecode: FreeCode,
     close: Close,
+    open_offline: OpenOffline,
 }
 
 impl Shim {
@@ -69,6 +72,9 @@ impl Shim {
                 geterr: std::mem::transmute::<*mut c_void, GetErr>(sym("pcap_geterr")),
                 freecode: std::mem::transmute::<*mut c_void, FreeCode>(sym("pcap_freecode")),
                 close: std::mem::transmute::<*mut c_void, Close>(sym("pcap_close")),
+                open_offline: std::mem::transmute::<*mut c_void, OpenOffline>(sym(
+                    "pcap_open_offline",
+                )),
             }
         }
     }
@@ -81,12 +87,28 @@ impl Shim {
         expr: &str,
         optimize: bool,
     ) -> Result<Program, String> {
+        // SAFETY: a handle of our own, closed by `compile_on`.
+        let p = unsafe { (self.open_dead)(dlt, snaplen as c_int) };
+        assert!(!p.is_null());
+        self.compile_on(p, expr, optimize)
+    }
+
+    /// `pcap_compile` on `pcap_open_offline(path)`, or its error text.
+    fn program_for_file(&self, path: &Path, expr: &str, optimize: bool) -> Result<Program, String> {
+        let c = CString::new(path.to_str().unwrap()).unwrap();
+        let mut errbuf = [0 as c_char; 256];
+        // SAFETY: a path and libpcap's error buffer size; the handle is closed by `compile_on`.
+        let p = unsafe { (self.open_offline)(c.as_ptr(), errbuf.as_mut_ptr()) };
+        assert!(!p.is_null(), "pcap_open_offline({path:?}) failed");
+        self.compile_on(p, expr, optimize)
+    }
+
+    /// `pcap_compile` on the handle `p` (closed before returning), or its error text.
+    fn compile_on(&self, p: *mut c_void, expr: &str, optimize: bool) -> Result<Program, String> {
         let c = CString::new(expr).unwrap();
-        // SAFETY: libpcap's API on a handle of our own, closed before returning; the
-        // instructions are copied before pcap_freecode.
+        // SAFETY: libpcap's API on a handle of our own; the instructions are copied before
+        // pcap_freecode.
         unsafe {
-            let p = (self.open_dead)(dlt, snaplen as c_int);
-            assert!(!p.is_null());
             let mut prog = BpfProgram {
                 bf_len: 0,
                 bf_insns: std::ptr::null_mut(),
@@ -127,6 +149,38 @@ fn cli(name: &str, snaplen: u32, expr: &str, optimize: bool) -> Result<Program, 
         return Err(String::from_utf8_lossy(&o.stderr).into_owned());
     }
     asm::parse_any(&String::from_utf8_lossy(&o.stdout)).map_err(|e| e.to_string())
+}
+
+/// `netsift compile -ddd -r FILE` at the level.
+fn cli_for_file(path: &Path, expr: &str, optimize: bool) -> Result<Program, String> {
+    let o = Command::new(BIN)
+        .args(["compile", "-ddd", "-r"])
+        .arg(path)
+        .arg(if optimize { "-O1" } else { "-O0" })
+        .args(["--", expr])
+        .output()
+        .expect("run netsift");
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
+    }
+    asm::parse_any(&String::from_utf8_lossy(&o.stdout)).map_err(|e| e.to_string())
+}
+
+/// The target the graph's `(file, PATH)` source gives the filters after it.
+fn file_source_target(path: &Path) -> Target {
+    let reg = netsift_graph::standard_registry();
+    let arg = Arg {
+        text: path.to_str().unwrap().to_string(),
+        quoted: true,
+    };
+    match reg
+        .get("file")
+        .expect("the file class")
+        .instantiate(&[arg], &Context::default())
+    {
+        Ok(Instance::Source(s)) => s.target(),
+        _ => panic!("(file,{path:?}) is not a source"),
+    }
 }
 
 /// The program of the graph's `bpf` class for `target`.
@@ -240,9 +294,96 @@ fn every_entry_point_compiles_alike_and_level_0_is_libpcaps_meaning() {
             }
         }
     }
+    assert!(programs > 3000, "only {programs} programs compared");
     println!(
         "{} expressions x levels 0 and 1: {programs} programs alike; {packets} level-0 verdicts \
          equal to libpcap 1.10.3's; {rejected} compilations rejected by every entry point",
         cases.len()
     );
+}
+
+/// A capture file of `link` whose header says `snaplen`, with one packet.
+fn capture(name: &str, link: LinkType, snaplen: u32) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("netsift-entry-points-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let mut w = netsift_capture::PcapWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        link,
+        snaplen,
+        netsift_capture::Precision::Micro,
+    )
+    .unwrap();
+    let data = [0x45u8; 60];
+    w.write_packet(&netsift_capture::PacketRef {
+        data: &data,
+        wire_len: 60,
+        timestamp: netsift_capture::Timestamp::from_nanos(0),
+        link_type: link,
+        interface: 0,
+    })
+    .unwrap();
+    w.flush().unwrap();
+    path
+}
+
+/// Capture files too: `netsift compile -r FILE`, the graph's `bpf` class after a `(file,FILE)`
+/// source and `pcap_compile` on `pcap_open_offline(FILE)` compile alike — the file's link type,
+/// its snap length as libpcap reads it (0, 300000, above `INT_MAX`), its byte order (libpcap's
+/// savefile meanings) — for every `accept.tsv` expression of the file's link type.
+#[test]
+fn capture_files_compile_alike_through_every_entry_point() {
+    let shim = Shim::load();
+    let cases = accepted();
+    let mut files: Vec<(PathBuf, String)> = Vec::new();
+    for name in corpus::LINK_TYPES {
+        let lt = corpus::link_type(name);
+        for snap in [0, 65_535, 300_000, 1 << 31] {
+            files.push((
+                capture(&format!("{name}-{snap}.pcap"), lt, snap),
+                name.to_string(),
+            ));
+        }
+    }
+    // Real captures of other byte orders (NULL's family field is read in the file's order).
+    for path in data::tcpdump_captures() {
+        if let Ok(r) = netsift_capture::CaptureReader::open(&path)
+            && let Some(lt) = r.link_type()
+            && let Some(name) = corpus::LINK_TYPES
+                .iter()
+                .find(|n| corpus::link_type(n) == lt)
+            && files.iter().filter(|(_, n)| n == name).count() < 6
+        {
+            files.push((path.clone(), name.to_string()));
+        }
+    }
+    let mut programs = 0u64;
+    for (path, name) in &files {
+        let target = file_source_target(path);
+        for c in cases.iter().filter(|c| &c.dlt == name).take(60) {
+            for optimize in [false, true] {
+                let what = format!("{} {:?} -O{}", path.display(), c.expr, u8::from(optimize));
+                let show = |p: Result<Program, String>| p.map(|p| asm::dump(&p, asm::Format::Asm));
+                let a = show(cli_for_file(path, &c.expr, optimize));
+                let b = show(graph(target.with_optimize(optimize), &c.expr));
+                let p = show(shim.program_for_file(path, &c.expr, optimize));
+                match (a, b, p) {
+                    (Ok(a), Ok(b), Ok(p)) => {
+                        assert_eq!(a, b, "{what}: the command line and the graph differ");
+                        assert_eq!(a, p, "{what}: the command line and pcap_compile differ");
+                        programs += 3;
+                    }
+                    (Err(_), Err(_), Err(_)) => {}
+                    (a, b, p) => panic!(
+                        "{what}: command line {:?}, graph {:?}, pcap_compile {:?}",
+                        a.map(|_| "compiles"),
+                        b.map(|_| "compiles"),
+                        p.map(|_| "compiles")
+                    ),
+                }
+            }
+        }
+    }
+    assert!(programs > 3000, "only {programs} programs compared");
+    println!("{} capture files: {programs} programs alike", files.len());
 }

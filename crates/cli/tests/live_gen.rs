@@ -11,8 +11,39 @@ use std::time::{Duration, Instant};
 
 use common::{BIN, lab, tmp};
 use netsift_capture::generate::FrameBuilder;
-use netsift_capture::live::{AfPacket, AfPacketConfig, Flow, Source, foreign_address};
+use netsift_capture::live::{AfPacket, AfPacketConfig, Flow, Source};
 use netsift_capture::{LinkType, PcapWriter, Precision, Timestamp};
+
+/// Every IPv4/IPv6 address of an Ethernet frame's outer IP header (after 802.1Q/802.1ad tags)
+/// or IPv4 ARP message, read at fixed offsets — independently of netsift's parsers, which
+/// `gen --send` itself checks with. `None`: the frame could not be read (it must not happen
+/// here: every frame sent is whole).
+fn addresses(frame: &[u8]) -> Option<Vec<std::net::IpAddr>> {
+    let mut at = 12;
+    while matches!(frame.get(at..at + 2)?, [0x81, 0x00] | [0x88, 0xa8]) {
+        at += 4;
+    }
+    let et = u16::from_be_bytes([frame[at], frame[at + 1]]);
+    let l3 = frame.get(at + 2..)?;
+    let v4 = |b: &[u8]| std::net::IpAddr::from(<[u8; 4]>::try_from(b).unwrap());
+    let v6 = |b: &[u8]| std::net::IpAddr::from(<[u8; 16]>::try_from(b).unwrap());
+    Some(match et {
+        0x0800 => vec![v4(l3.get(12..16)?), v4(l3.get(16..20)?)],
+        0x86dd => vec![v6(l3.get(8..24)?), v6(l3.get(24..40)?)],
+        0x0806 => vec![v4(l3.get(14..18)?), v4(l3.get(24..28)?)],
+        _ => vec![],
+    })
+}
+
+/// Whether `a` is in 198.18.0.0/15 or 2001:db8::/32.
+fn test_range(a: std::net::IpAddr) -> bool {
+    match a {
+        std::net::IpAddr::V4(v) => {
+            (u32::from(v) >> 17) == (u32::from_be_bytes([198, 18, 0, 0]) >> 17)
+        }
+        std::net::IpAddr::V6(v) => (u128::from(v) >> 96) == 0x2001_0db8,
+    }
+}
 
 /// Packets sent in each mode (`NETSIFT_GEN_PACKETS` overrides).
 fn packets() -> u64 {
@@ -24,7 +55,7 @@ fn packets() -> u64 {
 
 /// Runs `netsift gen --send A ARGS -c N` in a fresh lab while capturing on B; returns what was
 /// received, what the kernel dropped, and every foreign address seen (with the frame index).
-fn send_and_check(args: &[&str], n: u64) -> (u64, u64, Vec<(u64, std::net::IpAddr)>) {
+fn send_and_check(args: &[&str], n: u64) -> (u64, u64, Vec<(u64, String)>) {
     let lab = lab();
     let b = lab.b.clone();
     std::thread::scope(|s| {
@@ -42,8 +73,13 @@ fn send_and_check(args: &[&str], n: u64) -> (u64, u64, Vec<(u64, std::net::IpAdd
                 while start.elapsed() < Duration::from_secs(60) {
                     let before = seen;
                     src.poll_batch(Some(Duration::from_millis(50)), &mut |p| {
-                        if let Some(a) = foreign_address(p.data) {
-                            foreign.push((seen, a));
+                        match addresses(p.data) {
+                            Some(addrs) => {
+                                for a in addrs.into_iter().filter(|&a| !test_range(a)) {
+                                    foreign.push((seen, a.to_string()));
+                                }
+                            }
+                            None => foreign.push((seen, "unreadable".into())),
                         }
                         seen += 1;
                         Flow::Continue
@@ -162,4 +198,16 @@ fn a_replay_with_other_addresses_is_refused() {
         .output()
         .expect("gen");
     assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("--allow-foreign-addresses") && e.contains("-r <FILE>"),
+        "{e}"
+    );
+    // The checks of the independent reader used above.
+    assert!(
+        test_range("198.19.255.255".parse().unwrap()) && !test_range("198.20.0.1".parse().unwrap())
+    );
+    assert!(
+        test_range("2001:db8::9".parse().unwrap()) && !test_range("2001:db9::1".parse().unwrap())
+    );
 }

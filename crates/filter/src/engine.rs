@@ -124,8 +124,7 @@ enum Imp {
     },
     Ebpf {
         kernel: Box<netsift_ebpf::KernelFilter>,
-        /// Runs a packet whose test run failed (counted in `failures`).
-        interp: netsift_bpf::Filter,
+        /// Test runs that failed (the packets were rejected by [`Filter::run`]).
         failures: u64,
     },
 }
@@ -152,6 +151,7 @@ struct Log(Vec<String>);
 
 impl Log {
     fn refused(&mut self, engine: Engine, why: &str) {
+        let why = why.trim_start_matches([' ', ':']);
         tracing::info!(target: "netsift_filter", "{engine} cannot serve: {why}");
         self.0.push(format!("{engine} cannot serve: {why}"));
     }
@@ -178,6 +178,13 @@ impl Filter {
             None => choice.updates,
             _ => false,
         };
+        // The classic program first, whatever runs the filter: its compilation reports what
+        // libpcap reports (`expression rejects all packets`, a program too long) for every
+        // engine alike.
+        let program = match input {
+            Input::Pred { pred, expr } => program(pred, target, expr)?,
+            Input::Program(p) => p.clone(),
+        };
         if wants_swift {
             match swift(input, target) {
                 Ok((reader, writer, passes)) => {
@@ -189,13 +196,17 @@ impl Filter {
                     });
                 }
                 Err(e) if choice.engine == Some(Engine::Swift) => return Err(e),
-                Err(e) => log.refused(Engine::Swift, e.message()),
+                Err(e) => {
+                    // "Swift cannot express this filter: …" is logged as "Swift cannot serve:
+                    // cannot express this filter: …".
+                    let why = match e.refusal() {
+                        Some((_, says)) => says.to_string(),
+                        None => e.message().trim_start_matches("Swift ").to_string(),
+                    };
+                    log.refused(Engine::Swift, &why);
+                }
             }
         }
-        let program = match input {
-            Input::Pred { pred, expr } => program(pred, target, expr)?,
-            Input::Program(p) => p.clone(),
-        };
         let interp = netsift_bpf::Filter::new(program, Rules::Libpcap)
             .map_err(|e| Error::invalid(e.to_string()))?;
         let n = interp.program().len();
@@ -210,7 +221,6 @@ impl Filter {
                 program: Some(interp.program().clone()),
                 imp: Imp::Ebpf {
                     kernel: Box::new(kernel),
-                    interp,
                     failures: 0,
                 },
                 log: log.0,
@@ -271,47 +281,52 @@ impl Filter {
         }
     }
 
-    /// One line about packets the kernel did not run (eBPF only; `None` when it ran them all).
+    /// One line about packets the kernel did not run (eBPF only; `None` when it ran them all):
+    /// those its test harness does not take (run by the interpreter, as the kernel would decide
+    /// them) and test runs that failed (rejected by [`Filter::run`]).
     pub fn report(&self) -> Option<String> {
         match &self.imp {
-            Imp::Ebpf {
-                kernel, failures, ..
-            } => {
-                let mut line = kernel.report();
-                if *failures > 0 {
-                    let more = format!(
-                        "{failures} packets whose test run failed were run by the interpreter"
-                    );
-                    line = Some(match line {
-                        Some(l) => format!("{l}; {more}"),
-                        None => more,
-                    });
+            Imp::Ebpf { kernel, failures } => {
+                let failed = (*failures > 0).then(|| {
+                    format!("ebpf: {failures} test runs failed (those packets were rejected)")
+                });
+                match (kernel.report(), failed) {
+                    (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+                    (a, b) => a.or(b),
                 }
-                line
             }
             _ => None,
         }
     }
 
     /// Runs the filter on one packet (`data` captured, `wire_len` on the wire); returns the
-    /// number of bytes to keep, 0 to reject.
+    /// number of bytes to keep, 0 to reject. Never fails: an eBPF test run that fails (the
+    /// only engine that can) rejects the packet and is counted in [`Filter::report`]; use
+    /// [`Filter::try_run`] to stop on it instead.
     #[inline]
     pub fn run(&mut self, data: &[u8], wire_len: u32) -> u32 {
         match &mut self.imp {
             Imp::Interp(f) => f.run(data, wire_len),
             Imp::Jit(j) => j.run(data, wire_len),
             Imp::Swift { reader, .. } => reader.run(data, wire_len),
-            Imp::Ebpf {
-                kernel,
-                interp,
-                failures,
-            } => match kernel.run(data, wire_len) {
-                Ok(r) => r,
-                Err(_) => {
-                    *failures += 1;
-                    interp.run(data, wire_len)
-                }
-            },
+            Imp::Ebpf { kernel, failures } => kernel.run(data, wire_len).unwrap_or_else(|_| {
+                *failures += 1;
+                0
+            }),
+        }
+    }
+
+    /// [`Filter::run`], with an eBPF test run that fails as an error (the kernel's error).
+    pub fn try_run(&mut self, data: &[u8], wire_len: u32) -> Result<u32, Error> {
+        match &mut self.imp {
+            Imp::Ebpf { kernel, .. } => kernel.run(data, wire_len).map_err(|e| {
+                Error::refused(
+                    ErrorKind::Kernel,
+                    Engine::Ebpf,
+                    format!(": a test run failed: {e}"),
+                )
+            }),
+            _ => Ok(self.run(data, wire_len)),
         }
     }
 
@@ -340,18 +355,24 @@ fn swift(
     input: Input<'_>,
     target: &Target,
 ) -> Result<(netsift_swift::Reader, netsift_swift::Writer, usize), Error> {
-    let refused = |says: String| Error::refused(ErrorKind::Unsupported, Engine::Swift, says);
     let Input::Pred { pred, .. } = input else {
-        return Err(refused(
-            "runs filter expressions, not classic BPF programs".into(),
+        return Err(Error::refused(
+            ErrorKind::Unsupported,
+            Engine::Swift,
+            " runs filter expressions, not classic BPF programs",
         ));
     };
+    // "Swift cannot express this filter: …".
     let spec = netsift_swift::from_pred::from_pred(pred)
-        .map_err(|e| refused(format!("cannot express this filter: {}", e.0)))?;
+        .map_err(|e| Error::new(ErrorKind::Unsupported, e.to_string()))?;
     let (mut writer, reader) = netsift_swift::open(target.snaplen);
     let passes = spec.passes.len();
-    spec.load(&mut writer)
-        .map_err(|e| refused(format!("cannot load this filter: {e}")))?;
+    spec.load(&mut writer).map_err(|e| {
+        Error::new(
+            ErrorKind::Unsupported,
+            format!("Swift cannot load this filter: {e}"),
+        )
+    })?;
     Ok((reader, writer, passes))
 }
 
@@ -373,7 +394,7 @@ fn ebpf(program: &Program, target: &Target) -> Result<netsift_ebpf::KernelFilter
             ErrorKind::Unsupported,
             Engine::Ebpf,
             format!(
-                "runs the filter on Ethernet captures (link type EN10MB); this capture's link \
+                " runs the filter on Ethernet captures (link type EN10MB); this capture's link \
                  type is {}",
                 target.link_type
             ),
@@ -383,9 +404,9 @@ fn ebpf(program: &Program, target: &Target) -> Result<netsift_ebpf::KernelFilter
         let says = match e.kind() {
             // The error already says that root is needed.
             netsift_ebpf::ErrorKind::PermissionDenied => {
-                format!("loads the filter into the kernel: {e}")
+                format!(" loads the filter into the kernel: {e}")
             }
-            _ => format!("cannot load the filter: the kernel refuses the SCHED_CLS program: {e}"),
+            _ => format!(": the kernel refuses the SCHED_CLS program: {e}"),
         };
         Error::refused(ErrorKind::Kernel, Engine::Ebpf, says)
     })
@@ -470,9 +491,21 @@ mod tests {
             e.refusal(),
             Some((
                 Engine::Swift,
-                "runs filter expressions, not classic BPF programs"
+                " runs filter expressions, not classic BPF programs"
             ))
         );
+    }
+
+    #[test]
+    fn every_engine_reports_what_libpcap_reports() {
+        for engine in [Engine::Swift, Engine::Interpreter, Engine::Jit] {
+            let e = Filter::compile("ip and arp", &eth(), Choice::only(engine)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::RejectsAll, "{engine}");
+            assert!(
+                e.to_string().starts_with("expression rejects all packets"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -59,8 +59,9 @@ impl Error {
         }
     }
 
-    /// `engine` cannot serve: `says` completes the sentence "ENGINE …" ("runs filter
-    /// expressions, not classic BPF programs").
+    /// `engine` cannot serve: `says` completes the sentence that starts with the engine's name,
+    /// separator included (" runs filter expressions, not classic BPF programs", ": the kernel
+    /// refuses …").
     pub(crate) fn refused(kind: ErrorKind, engine: Engine, says: impl Into<String>) -> Error {
         Error {
             kind,
@@ -105,8 +106,8 @@ impl Error {
     }
 
     /// For an engine that was asked for and cannot serve: the engine, and what completes the
-    /// sentence about it (a caller may name the engine its own way, as the command line names
-    /// its `--engine` flag).
+    /// sentence about it, from its separator on (a caller may name the engine its own way, as
+    /// the command line names its `--engine` flag).
     pub fn refusal(&self) -> Option<(Engine, &str)> {
         match &self.repr {
             Repr::Refused(engine, says) => Some((*engine, says)),
@@ -135,7 +136,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.repr {
             Repr::Expression(e) => e.fmt(f),
-            Repr::Refused(engine, says) => write!(f, "{engine} {says}"),
+            Repr::Refused(engine, says) => write!(f, "{engine}{says}"),
             Repr::Invalid(why) => write!(f, "the program is not valid: {why}"),
             Repr::Message(m) => f.write_str(m),
         }

@@ -56,8 +56,8 @@ impl Target {
 
     /// What a filter over `reader`'s packets is compiled for, as `tcpdump -r FILE` compiles
     /// it: the file's link type (Ethernet while a pcapng file has not named one), its snap
-    /// length as libpcap adjusts it (`pcap_adjust_snapshot`: 0, none or more than
-    /// [`DEFAULT_SNAPLEN`] is [`DEFAULT_SNAPLEN`]) and its byte order.
+    /// length as libpcap 1.10.3 reads it ([`LinkType::savefile_snaplen`]: 0, none, or more
+    /// than a C `int` holds is the link type's largest) and its byte order.
     pub fn for_capture<R>(reader: &CaptureReader<R>) -> Target {
         let swapped = match reader.format() {
             Format::Pcap { byte_order, .. } | Format::Pcapng { byte_order, .. } => {
@@ -65,15 +65,9 @@ impl Target {
             }
             _ => false,
         };
-        let snaplen = reader
-            .snaplen()
-            .filter(|&s| s > 0 && s <= DEFAULT_SNAPLEN)
-            .unwrap_or(DEFAULT_SNAPLEN);
-        Target::savefile(
-            reader.link_type().unwrap_or(LinkType::ETHERNET),
-            snaplen,
-            swapped,
-        )
+        let link_type = reader.link_type().unwrap_or(LinkType::ETHERNET);
+        let snaplen = link_type.savefile_snaplen(reader.snaplen().unwrap_or(0));
+        Target::savefile(link_type, snaplen, swapped)
     }
 
     /// The target with another link type.
@@ -136,11 +130,12 @@ mod tests {
     fn a_capture_file_gives_its_target() {
         let t = Target::for_capture(&file(65535, LinkType::LINUX_SLL));
         assert_eq!(t, Target::savefile(LinkType::LINUX_SLL, 65535, false));
-        // libpcap's pcap_adjust_snapshot.
-        for odd in [0, 262_145, u32::MAX] {
+        // As libpcap 1.10.3 reads a file's header: 0 and values that are negative as a C int
+        // are the largest; others, even above 262144, are kept.
+        for (header, snaplen) in [(0, 262_144), (300_000, 300_000), (1 << 31, 262_144)] {
             assert_eq!(
-                Target::for_capture(&file(odd, LinkType::ETHERNET)).snaplen,
-                DEFAULT_SNAPLEN
+                Target::for_capture(&file(header, LinkType::ETHERNET)).snaplen,
+                snaplen
             );
         }
     }

@@ -58,8 +58,8 @@ pub trait Filter: Send {
     }
 
     /// The classic BPF program the filter runs, if it runs one (the expression classes do,
-    /// except `swift`): what `netsift flow` shows and the tests compare with the other entry
-    /// points. The default has none.
+    /// except `swift`): the tests compare it with the program the other entry points compile
+    /// for the same expression. The default has none.
     fn program(&self) -> Option<&netsift_bpf::Program> {
         None
     }

@@ -670,7 +670,7 @@ pub const PROTO_SCTP: u8 = 132;
 
 /// Whether a packet of IP protocol `proto` carries the ports the rules compare.
 pub fn has_ports(proto: u8) -> bool {
-    matches!(proto, PROTO_TCP | PROTO_UDP | PROTO_SCTP)
+    flow::has_ports(netsift_wire::IpProtocol(proto))
 }
 
 /// The tuple of one packet, as a NIC's parser sees it.

@@ -146,6 +146,14 @@ const VLAN_EXACT: u16 = 0x8000;
 /// How many IPv6 extension headers are skipped (as `FlowKey::from_frame`: the NIC's walk).
 const MAX_EXT_HEADERS: usize = netsift_wire::flow::Options::NIC.max_ext_headers;
 
+// The program skips exactly the NIC walk's extension headers: hop-by-hop, routing and
+// destination options (a length in 8-byte units), AH (4-byte units) and fragment.
+const _: () = {
+    let skip = netsift_wire::flow::Options::NIC.ipv6_skip;
+    assert!(skip.len() == 5);
+    assert!(skip[0] == 0 && skip[1] == 43 && skip[2] == 44 && skip[3] == 51 && skip[4] == 60);
+};
+
 /// Stack slots (offsets from `r10`).
 mod stack {
     /// The key, 40 bytes.
@@ -848,10 +856,11 @@ fn program(
     a.push(Insn::mov64_imm(Reg::R2, 14));
     a.push(Insn::mov64_imm(Reg::R8, 0));
     let have = a.label();
-    for t in 0..2 {
+    // The NIC's walk (`netsift_wire::flow::Options::NIC`): its tags and their types.
+    for t in 0..netsift_wire::flow::Options::NIC.max_vlan_tags {
         let tag = a.label();
-        for tpid in [0x8100, 0x88a8, 0x9100] {
-            a.jump(Insn::jmp_imm(Cond::Eq, Reg::R0, tpid, 0), tag);
+        for tpid in netsift_wire::flow::VLAN_TPIDS {
+            a.jump(Insn::jmp_imm(Cond::Eq, Reg::R0, i32::from(tpid), 0), tag);
         }
         a.jump(Insn::ja(0), have);
         a.bind(tag);

@@ -3,12 +3,14 @@
 //! netsift's [`AfPacket`] source, or a "dead" handle that only compiles.
 //!
 //! Packets reach the caller's callback with a `struct pcap_pkthdr` built here; the filter (set
-//! with `pcap_setfilter`) runs in user space on netsift's interpreter, or in the daemon.
+//! with `pcap_setfilter`) runs in user space with the engine `netsift_filter` chose (the JIT
+//! where it runs), or in the daemon.
 //!
 //! NOTE: the callback may call back into the library with the same handle (`pcap_breakloop`,
-//! `pcap_geterr`, `pcap_stats`). The loops therefore take the handle as a raw pointer and only
-//! borrow the fields they need, for as short a time as they can; the break flag is atomic, so
-//! that a signal handler may set it too.
+//! `pcap_geterr`, `pcap_stats`, `pcap_setfilter`). The loops therefore take the handle as a raw
+//! pointer and only borrow the fields they need, for as short a time as they can — the filter
+//! for one packet at a time, never across the callback; the break flag is atomic, so that a
+//! signal handler may set it too.
 
 use std::ffi::{c_char, c_int};
 use std::fmt::Write as _;
@@ -203,14 +205,11 @@ impl Pcap {
                 p.linktype_ext = network & 0xfc00_0000;
             }
         }
-        // As libpcap 1.10.3: the header's value, unless it is 0 or negative as a C int; then the
-        // largest for the link type.
-        let snap = reader.snaplen().unwrap_or(0) as c_int;
-        p.snapshot = if snap <= 0 {
-            c_int::try_from(names::max_snaplen_for_dlt(p.linktype)).unwrap_or(MAXIMUM_SNAPLEN)
-        } else {
-            snap
-        };
+        // As libpcap 1.10.3 (and netsift-filter's Target::for_capture): the header's value,
+        // unless it is 0 or negative as a C int; then the largest for the link type.
+        let lt = netsift_capture::LinkType(names::dlt_to_linktype(p.linktype));
+        p.snapshot = c_int::try_from(lt.savefile_snaplen(reader.snaplen().unwrap_or(0)))
+            .unwrap_or(MAXIMUM_SNAPLEN);
         p.swapped = swapped;
         p.version = version;
         p.precision = precision;
@@ -659,19 +658,21 @@ pub(crate) unsafe fn live_read(
         let t = this.read_timeout();
         (t, this.precision, this.snapshot)
     };
-    // SAFETY: the source and the filter are borrowed for the poll; the callback may only touch
-    // other fields (errbuf, break flag, next slot) — see the module notes.
-    let (src, filter) = unsafe {
+    // SAFETY: the source is borrowed for the poll; the callback may only touch other fields
+    // (errbuf, break flag, next slot, the filter) — see the module notes.
+    let src = unsafe {
         let Kind::Live(live) = &mut (*p).kind else {
             (*p).set_err("the capture is not active");
             return PCAP_ERROR;
         };
-        (&mut live.src, &mut (*p).filter)
+        &mut live.src
     };
     let mut n: c_int = 0;
     let mut f = |pk: PacketRef<'_>| {
         let mut caplen = u32::try_from(pk.data.len()).unwrap_or(u32::MAX);
-        if let Some(f) = filter {
+        // SAFETY: the filter is borrowed for this packet only, not across the callback (which
+        // may replace it with `pcap_setfilter`: the next packet then takes the new one).
+        if let Some(f) = unsafe { &mut (*p).filter } {
             let keep = f.run(pk.data, pk.wire_len);
             if keep == 0 {
                 return Flow::Continue;
@@ -781,7 +782,8 @@ pub(crate) unsafe fn daemon_read(
             break;
         }
         let (hdr, data) = {
-            // SAFETY: short borrows of the capture and the filter, ended before `deliver`.
+            // SAFETY: short borrows of the capture and the filter, ended before `deliver` (the
+            // callback may replace the filter: the next packet takes the new one).
             let (dc, filter) = unsafe { (&mut *d, &mut (*p).filter) };
             let filtered = dc.expr.is_some();
             let Some(pk) = dc.flow.reader().next() else {

@@ -14,7 +14,8 @@
 //!   order) and pcapng, with time stamps delivered at the precision the caller asked for.
 //! - **Filters** (`pcap_compile`) are compiled by netsift's one filter API (`netsift_filter`,
 //!   for the handle's target) into libpcap-identical classic BPF, with libpcap's savefile
-//!   semantics for savefile handles, and run (`pcap_setfilter`) by netsift's interpreter.
+//!   semantics for savefile handles, and run (`pcap_setfilter`) by the engine the filter API
+//!   chooses (the JIT where it runs, else the interpreter).
 //! - **Live capture** (`pcap_create`/`pcap_activate`, `pcap_open_live`) goes through `netsiftd`
 //!   when it runs (a flow of its graph, read from shared memory; the filter runs in the daemon),
 //!   else through netsift's `AF_PACKET` source with the filter in user space on the ring's
@@ -806,7 +807,8 @@ unsafe fn program_of(fp: *const BpfProgram) -> Option<Program> {
 }
 
 /// `int pcap_setfilter(pcap_t *p, struct bpf_program *fp)`: validates the program and runs it
-/// on every packet from now on (in user space, netsift's interpreter) — or, on a capture through
+/// on every packet from now on (in user space, with the engine `netsift_filter` chooses) — or, on
+/// a capture through
 /// `netsiftd`, has the daemon run the expression `pcap_compile` compiled it from.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pcap_setfilter(p: *mut Pcap, fp: *mut BpfProgram) -> c_int {

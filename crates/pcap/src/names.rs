@@ -356,15 +356,7 @@ pub(crate) fn dlt_to_linktype(dlt: i32) -> u32 {
 
 /// libpcap's `max_snaplen_for_dlt`: the largest snapshot length it accepts for a link type.
 pub(crate) fn max_snaplen_for_dlt(dlt: i32) -> u32 {
-    match dlt {
-        // DLT_DBUS
-        231 => 128 * 1024 * 1024,
-        // DLT_EBHSCR
-        279 => 8 * 1024 * 1024,
-        // DLT_USBPCAP
-        249 => 1024 * 1024,
-        _ => 262_144,
-    }
+    netsift_capture::LinkType(dlt_to_linktype(dlt)).max_snaplen()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `docs/ARCHITECTURE.md`'s list of crates and their dependencies is the code's: every workspace
 //! crate is listed once, by its directory, with exactly the workspace crates it depends on
-//! (normal dependencies, as `cargo metadata` reports them).
+//! (normal dependencies, as `cargo metadata` reports them), and every dependency is listed above
+//! the crate that depends on it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -55,14 +56,15 @@ fn from_cargo(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// The same, from the crate list of `docs/ARCHITECTURE.md` (lines `crates/DIR  what  -> a, b`,
-/// `(none)` for no dependency; the list is the first fenced block after `## Crates`).
-fn from_docs(text: &str) -> BTreeMap<String, BTreeSet<String>> {
+/// `(none)` for no dependency; the list is the first fenced block after `## Crates`), in the
+/// order listed.
+fn from_docs(text: &str) -> Vec<(String, BTreeSet<String>)> {
     let after = text
         .split("## Crates")
         .nth(1)
         .expect("a `## Crates` section");
     let block = after.split("```").nth(1).expect("a fenced crate list");
-    let mut out = BTreeMap::new();
+    let mut out: Vec<(String, BTreeSet<String>)> = Vec::new();
     for line in block.lines() {
         let Some(rest) = line.strip_prefix("crates/") else {
             continue;
@@ -80,20 +82,34 @@ fn from_docs(text: &str) -> BTreeMap<String, BTreeSet<String>> {
                 .unwrap_or_else(|| panic!("no `-> deps` or `(none)` on: {line}"));
             list.split(',').map(|d| d.trim().to_string()).collect()
         };
-        assert!(
-            out.insert(dir.clone(), deps).is_none(),
-            "{dir} listed twice"
-        );
+        assert!(out.iter().all(|(d, _)| *d != dir), "{dir} listed twice");
+        out.push((dir, deps));
     }
     out
+}
+
+/// Every dependency that is not listed above the crate depending on it.
+fn not_above(order: &[(String, BTreeSet<String>)]) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (at, (dir, deps)) in order.iter().enumerate() {
+        for dep in deps {
+            if !order[..at].iter().any(|(d, _)| d == dep) {
+                wrong.push(format!(
+                    "crates/{dir} depends on {dep}, which is not listed above it"
+                ));
+            }
+        }
+    }
+    wrong
 }
 
 #[test]
 fn architecture_lists_the_real_dependencies() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let docs = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("read the docs");
-    let (listed, real) = (from_docs(&docs), from_cargo(&root));
-    let mut wrong = Vec::new();
+    let (order, real) = (from_docs(&docs), from_cargo(&root));
+    let listed: BTreeMap<String, BTreeSet<String>> = order.iter().cloned().collect();
+    let mut wrong = not_above(&order);
     for (dir, deps) in &real {
         match listed.get(dir) {
             None => wrong.push(format!("crates/{dir} is not listed")),
@@ -120,11 +136,20 @@ fn architecture_lists_the_real_dependencies() {
 #[test]
 fn the_docs_parser_reads_what_it_should() {
     let docs = "## Crates\n\n```\ncrates/a  x  (none)\ncrates/b  y -> a\ncrates/c  z -> a, b\nfuzz/ -> c\n```\n";
-    let m = from_docs(docs);
+    let m: BTreeMap<_, _> = from_docs(docs).into_iter().collect();
     assert_eq!(m.len(), 3);
     assert!(m["a"].is_empty());
     assert_eq!(
         m["c"],
         ["a".to_string(), "b".to_string()].into_iter().collect()
+    );
+}
+
+#[test]
+fn a_dependency_listed_below_is_found() {
+    let docs = "## Crates\n\n```\ncrates/b  y -> a\ncrates/a  x  (none)\n```\n";
+    assert_eq!(
+        not_above(&from_docs(docs)),
+        ["crates/b depends on a, which is not listed above it"]
     );
 }

@@ -299,6 +299,29 @@ impl LinkType {
         }
     }
 
+    /// The largest snapshot length libpcap accepts for this link type
+    /// (`max_snaplen_for_dlt`): 262144, except D-Bus (128 MiB), EBHSCR (8 MiB) and
+    /// USBPcap (1 MiB).
+    pub const fn max_snaplen(self) -> u32 {
+        match self.0 {
+            231 => 128 * 1024 * 1024,
+            279 => 8 * 1024 * 1024,
+            249 => 1024 * 1024,
+            _ => 262_144,
+        }
+    }
+
+    /// The snapshot length libpcap 1.10.3 gives a capture file whose header says
+    /// `snaplen`: that value, unless it is 0 or negative as a C `int`; then
+    /// [`LinkType::max_snaplen`].
+    pub const fn savefile_snaplen(self, snaplen: u32) -> u32 {
+        if snaplen == 0 || snaplen > i32::MAX as u32 {
+            self.max_snaplen()
+        } else {
+            snaplen
+        }
+    }
+
     /// The link type for a Linux `DLT_*` value (inverse of
     /// [`LinkType::dlt`]).
     pub const fn from_dlt(dlt: u32) -> LinkType {

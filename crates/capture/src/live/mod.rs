@@ -51,7 +51,7 @@ use std::time::Duration;
 
 pub use afpacket::{AfPacket, AfPacketConfig, Fanout, FanoutMode, SockFilter, TimestampSource};
 pub use afxdp::{AfXdp, AfXdpConfig};
-pub use send::{Sender, SenderStats, foreign_address, is_test_address};
+pub use send::{Foreign, Sender, SenderStats, foreign_address, is_test_address};
 pub use xdp_prog::{XdpAttachMode, XdpPass};
 
 use crate::{LinkType, PacketRef};

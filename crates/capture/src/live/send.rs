@@ -10,8 +10,8 @@ use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use netsift_wire::LinkType;
 use netsift_wire::flow::{self, Options};
+use netsift_wire::{ArpPacket, LinkType};
 
 use super::sys;
 use super::{LiveError, LiveErrorKind};
@@ -38,31 +38,65 @@ pub fn is_test_address(a: IpAddr) -> bool {
     }
 }
 
-/// The first address the Ethernet frame `frame` carries outside the test ranges
-/// ([`is_test_address`]), `None` when it carries none: the source and destination of its IP
-/// header (after any VLAN tags, MPLS labels or PPPoE header, as `netsift-wire`'s flow-key
-/// parser walks them) and the protocol addresses of an IPv4 ARP message. A frame with neither
-/// (another protocol) carries no address.
-pub fn foreign_address(frame: &[u8]) -> Option<IpAddr> {
-    if let Some(f) = flow::parse(LinkType::ETHERNET, frame) {
-        return [f.key.src, f.key.dst]
-            .into_iter()
-            .find(|&a| !is_test_address(a));
+/// Why a frame may not be sent by a sender restricted to the test ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreign {
+    /// It carries this address, outside 198.18.0.0/15 and 2001:db8::/32.
+    Address(IpAddr),
+    /// It says it carries IP, ARP or RARP (or is tagged, labelled or encapsulated towards
+    /// them) but its headers cannot be read far enough to check the addresses.
+    Unreadable,
+}
+
+impl std::fmt::Display for Foreign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Foreign::Address(a) => write!(f, "it carries {a}"),
+            Foreign::Unreadable => f.write_str("its addresses cannot be read (a truncated header)"),
+        }
     }
-    let net = flow::network_layer(LinkType::ETHERNET, frame, &Options::SOFTWARE)?;
-    if net.ethertype != 0x0806 {
-        return None;
+}
+
+/// Whether the Ethernet frame `frame` may be sent by a sender restricted to the test ranges
+/// ([`is_test_address`]): `Some` names the first address outside them, or says that the frame
+/// announces IP, ARP or RARP but is cut before its addresses. Checked: the source and
+/// destination of the IP header after any VLAN tags, MPLS labels or PPPoE header (as
+/// `netsift-wire`'s flow-key parser walks them) and the protocol addresses of IPv4 ARP and
+/// RARP. Not inspected: addresses inside the IP packet (tunnels' inner headers, the packet an
+/// ICMP error quotes, IPv4 source routes and IPv6 routing headers). A frame of another protocol
+/// carries no address.
+pub fn foreign_address(frame: &[u8]) -> Option<Foreign> {
+    let check = |a: IpAddr| (!is_test_address(a)).then_some(Foreign::Address(a));
+    let Some(net) = flow::network_layer(LinkType::ETHERNET, frame, &Options::SOFTWARE) else {
+        // No network layer: a frame too short for an Ethernet type, or one cut inside its VLAN
+        // tags, MPLS labels or PPPoE header.
+        let tagged = frame.len() >= 14
+            && matches!(
+                u16::from_be_bytes([frame[12], frame[13]]),
+                0x8100 | 0x88a8 | 0x9100 | 0x8847 | 0x8848 | 0x8864
+            );
+        return tagged.then_some(Foreign::Unreadable);
+    };
+    match net.ethertype {
+        0x0800 | 0x86dd => match flow::parse(LinkType::ETHERNET, frame) {
+            Some(f) => check(f.key.src).or_else(|| check(f.key.dst)),
+            None => Some(Foreign::Unreadable),
+        },
+        0x0806 | 0x8035 => {
+            let Ok(arp) = ArpPacket::new_checked(frame.get(net.offset..).unwrap_or(&[])) else {
+                return Some(Foreign::Unreadable);
+            };
+            if !arp.is_ethernet_ipv4() {
+                // Not IPv4 over Ethernet: no IP addresses.
+                return None;
+            }
+            [arp.source_ipv4_addr(), arp.target_ipv4_addr()]
+                .into_iter()
+                .flatten()
+                .find_map(|a| check(IpAddr::V4(a.0.into())))
+        }
+        _ => None,
     }
-    // ARP for IPv4 over Ethernet: sender protocol address at 14, target at 24.
-    let arp = frame.get(net.offset..)?;
-    if arp.get(2..6) != Some(&[0x08, 0x00, 6, 4]) {
-        return None;
-    }
-    [14, 24]
-        .into_iter()
-        .filter_map(|at| <[u8; 4]>::try_from(arp.get(at..at + 4)?).ok())
-        .map(IpAddr::from)
-        .find(|&a| !is_test_address(a))
 }
 
 /// Sends frames onto one interface (they leave it as if a host behind it had sent them: the
@@ -119,18 +153,19 @@ impl Sender {
     /// waiting while the device queue is full. Returns when all were sent.
     pub fn send_all(&mut self, frames: &[&[u8]]) -> Result<(), LiveError> {
         if self.test_ranges_only
-            && let Some((n, a)) = frames
+            && let Some((n, why)) = frames
                 .iter()
                 .enumerate()
-                .find_map(|(n, f)| foreign_address(f).map(|a| (n, a)))
+                .find_map(|(n, f)| foreign_address(f).map(|w| (n, w)))
         {
             return Err(LiveError::new(
                 LiveErrorKind::InvalidInput,
                 format!(
-                    "refusing to send frame {} of this batch on {}: it carries {a}, outside the \
-                     test ranges 198.18.0.0/15 and 2001:db8::/32",
-                    self.stats.sent + n as u64,
-                    self.iface
+                    "refusing to send frame {} on {} (sent so far: {}): {why}, and this sender \
+                     sends only the test ranges 198.18.0.0/15 and 2001:db8::/32",
+                    n + 1,
+                    self.iface,
+                    self.stats.sent
                 ),
             ));
         }
@@ -272,11 +307,28 @@ mod tests {
             .ipv4([198, 18, 0, 1], [10, 0, 0, 1])
             .udp(1, 2)
             .build();
-        assert_eq!(foreign_address(&bad), Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(
+            foreign_address(&bad),
+            Some(Foreign::Address("10.0.0.1".parse().unwrap()))
+        );
         let arp = FrameBuilder::new()
             .arp_request([198, 18, 0, 1], [192, 0, 2, 1])
             .build();
-        assert_eq!(foreign_address(&arp), Some("192.0.2.1".parse().unwrap()));
+        assert_eq!(
+            foreign_address(&arp),
+            Some(Foreign::Address("192.0.2.1".parse().unwrap()))
+        );
+        // Cut before the destination address (a capture's snap length), or inside a tag.
+        assert_eq!(foreign_address(&ok[..32]), Some(Foreign::Unreadable));
+        assert_eq!(foreign_address(&ok[..15]), Some(Foreign::Unreadable));
+        assert_eq!(foreign_address(&arp[..30]), Some(Foreign::Unreadable));
+        // Other protocols carry no address; neither does a runt.
+        let lldp = FrameBuilder::new()
+            .ethertype(0x88cc)
+            .payload(&[0; 40])
+            .build();
+        assert_eq!(foreign_address(&lldp), None);
+        assert_eq!(foreign_address(&[0; 10]), None);
         assert!(
             mixed_traffic(9, 5000)
                 .iter()

@@ -26,7 +26,8 @@ struct Args {
     /// Which applications share a flow group: uid-gid, uid, gid or connection.
     #[arg(long, default_value = "uid-gid")]
     group_by: String,
-    /// Log connections, flows and authorisation decisions to standard error.
+    /// Log connections, flows and authorisation decisions to standard error, and which engine
+    /// runs each filter (`RUST_LOG` selects in detail).
     #[arg(short, long)]
     verbose: bool,
 }
@@ -82,8 +83,30 @@ fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// Logs to stderr: `RUST_LOG` if set, else the filter API's engine decisions with `-v`.
+fn init_logging(verbose: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::new(spec),
+        _ => EnvFilter::new(if verbose {
+            "netsift_filter=info"
+        } else {
+            "off"
+        }),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}
+
 fn main() -> ExitCode {
-    match run(Args::parse()) {
+    let args = Args::parse();
+    init_logging(args.verbose);
+    match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("netsiftd: {e}");
