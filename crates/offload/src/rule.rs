@@ -694,6 +694,7 @@ impl FlowKey {
     /// parser bounded by [`Options::NIC`] (at most two VLAN tags, the first one's ID kept, no
     /// MPLS; a frame with a third tag is not IP). `None` when the packet is not IPv4/IPv6 or is
     /// truncated before the end of the IP addresses. Never panics.
+    #[inline(always)]
     pub fn of(link: LinkType, data: &[u8]) -> Option<FlowKey> {
         flow::parse_with(link, data, &Options::NIC).map(|f| FlowKey {
             vlan: f.vlan,

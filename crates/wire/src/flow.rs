@@ -238,6 +238,12 @@ pub fn parse(link: LinkType, data: &[u8]) -> Option<Flow> {
 }
 
 /// The flow of a packet of `link`, walked as `opts` allows. Never panics.
+///
+/// Per-packet code: the Ethernet and IPv4 walk is always inlined, so that a caller using part
+/// of the [`Flow`] (the NIC emulation takes the key) keeps it in registers instead of storing
+/// and reloading the whole struct (`netsift bench offload`, NIC emu column: 21 ns per frame
+/// when it was a call, 15 ns inlined); the IPv6 walk stays out of line.
+#[inline(always)]
 pub fn parse_with(link: LinkType, data: &[u8], opts: &Options) -> Option<Flow> {
     let net = network_layer(link, data, opts)?;
     let mut flow = match net.ethertype {
@@ -254,6 +260,7 @@ pub fn parse_with(link: LinkType, data: &[u8], opts: &Options) -> Option<Flow> {
 /// Walks the link layer of a packet of `link` (and, after Ethernet, the VLAN tags, MPLS labels
 /// and PPPoE header `opts` allows) to its network layer. `None` for a link type the walk does
 /// not know or a frame cut inside its link-layer headers. Never panics.
+#[inline(always)]
 pub fn network_layer(link: LinkType, data: &[u8], opts: &Options) -> Option<Network> {
     let mut net = Network {
         ethertype: 0,
@@ -286,6 +293,7 @@ pub fn network_layer(link: LinkType, data: &[u8], opts: &Options) -> Option<Netw
 }
 
 /// The network layer told by an IP version nibble.
+#[inline]
 fn by_version(first: u8) -> Option<u16> {
     match first >> 4 {
         4 => Some(ETH_IPV4),
@@ -294,6 +302,7 @@ fn by_version(first: u8) -> Option<u16> {
     }
 }
 
+#[inline(always)]
 fn ethernet(data: &[u8], opts: &Options) -> Option<Network> {
     let mut ethertype = be16(data, 12)?;
     let mut at = 14usize;
@@ -344,6 +353,7 @@ pub fn has_ports(proto: IpProtocol) -> bool {
     matches!(proto.0, 6 | 17 | 132)
 }
 
+#[inline(always)]
 fn ipv4(d: &[u8], off: usize) -> Option<Flow> {
     let h: &[u8; 20] = d.get(off..off.checked_add(20)?)?.try_into().ok()?;
     if h[0] >> 4 != 4 {
@@ -370,6 +380,7 @@ fn ipv4(d: &[u8], off: usize) -> Option<Flow> {
     Some(transport(d, off, off + ihl, key, fragment, end))
 }
 
+#[inline(never)]
 fn ipv6(d: &[u8], off: usize, opts: &Options) -> Option<Flow> {
     let h: &[u8; 40] = d.get(off..off.checked_add(40)?)?.try_into().ok()?;
     if h[0] >> 4 != 6 {
@@ -436,6 +447,7 @@ fn ipv6(d: &[u8], off: usize, opts: &Options) -> Option<Flow> {
 }
 
 /// A flow whose walk stopped before the transport header: no ports, no payload.
+#[inline(always)]
 fn stopped(
     d: &[u8],
     network: usize,
@@ -459,6 +471,7 @@ fn stopped(
     }
 }
 
+#[inline(always)]
 fn transport(
     d: &[u8],
     network: usize,
