@@ -9,7 +9,7 @@
 //! The library is loaded with `dlopen` (`RTLD_LOCAL | RTLD_DEEPBIND`), beside the real libpcap
 //! the oracle links, so that each answers for itself.
 
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ffi::{CStr, CString, OsStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -138,24 +138,24 @@ impl Shim {
 
 /// `netsift compile -ddd` for the link type, snap length and level.
 fn cli(name: &str, snaplen: u32, expr: &str, optimize: bool) -> Result<Program, String> {
-    let o = Command::new(BIN)
-        .args(["compile", "-ddd", "--linktype", name, "--snaplen"])
-        .arg(snaplen.to_string())
-        .arg(if optimize { "-O1" } else { "-O0" })
-        .args(["--", expr])
-        .output()
-        .expect("run netsift");
-    if !o.status.success() {
-        return Err(String::from_utf8_lossy(&o.stderr).into_owned());
-    }
-    asm::parse_any(&String::from_utf8_lossy(&o.stdout)).map_err(|e| e.to_string())
+    let snaplen = snaplen.to_string();
+    compile_ddd(
+        &["--linktype", name, "--snaplen", &snaplen].map(OsStr::new),
+        expr,
+        optimize,
+    )
 }
 
 /// `netsift compile -ddd -r FILE` at the level.
 fn cli_for_file(path: &Path, expr: &str, optimize: bool) -> Result<Program, String> {
+    compile_ddd(&[OsStr::new("-r"), path.as_os_str()], expr, optimize)
+}
+
+/// `netsift compile -ddd TARGET… -O0|-O1 -- EXPR`, its program read back.
+fn compile_ddd(target: &[&OsStr], expr: &str, optimize: bool) -> Result<Program, String> {
     let o = Command::new(BIN)
-        .args(["compile", "-ddd", "-r"])
-        .arg(path)
+        .args(["compile", "-ddd"])
+        .args(target)
         .arg(if optimize { "-O1" } else { "-O0" })
         .args(["--", expr])
         .output()
@@ -278,13 +278,7 @@ fn every_entry_point_compiles_alike_and_level_0_is_libpcaps_meaning() {
                 ),
             };
             let ours = Interp::new(ours, Rules::Libpcap).unwrap();
-            for (i, (p, l)) in by_dlt
-                .get(&dlt)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .enumerate()
-            {
+            for (i, (p, l)) in corpus::packets_of(&by_dlt, dlt).iter().enumerate() {
                 let (a, b) = (ours.run(p, *l), oracle::filter(&theirs, p, *l).unwrap());
                 assert_eq!(
                     a, b,

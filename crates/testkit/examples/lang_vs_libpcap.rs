@@ -65,13 +65,7 @@ fn main() {
         };
         let mut bad = 0;
         let mut first = None;
-        for (i, (p, l)) in by_dlt
-            .get(&dlt)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+        for (i, (p, l)) in corpus::packets_of(&by_dlt, dlt).iter().enumerate() {
             runs += 1;
             let a = f.run(p, *l);
             let b = oracle::filter(&theirs, p, *l).unwrap();

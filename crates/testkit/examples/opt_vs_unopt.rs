@@ -1,21 +1,8 @@
 //! How often libpcap's own optimised and unoptimised programs disagree on the shared corpus.
-use netsift_testkit::{data, oracle};
-use std::collections::BTreeMap;
+use netsift_testkit::{corpus, data, oracle};
 
 fn main() {
-    let mut by_dlt: BTreeMap<i32, Vec<(Vec<u8>, u32)>> = BTreeMap::new();
-    for path in data::tcpdump_captures()
-        .iter()
-        .chain(data::libpcap_captures().iter())
-    {
-        let Ok(cap) = oracle::read_capture(path) else {
-            continue;
-        };
-        by_dlt
-            .entry(cap.dlt)
-            .or_default()
-            .extend(cap.packets.into_iter().map(|p| (p.data, p.wire_len)));
-    }
+    let by_dlt = corpus::packets_by_dlt();
     let mut exprs: Vec<(String, String)> = Vec::new();
     for r in data::libpcap_table("accept.tsv") {
         exprs.push((r.get("dlt").to_string(), r.get("expr").to_string()));

@@ -48,6 +48,11 @@ pub fn packets_by_dlt() -> BTreeMap<i32, Vec<(Vec<u8>, u32)>> {
     by_dlt
 }
 
+/// The packets of [`packets_by_dlt`] of link type `dlt` (none when no capture has it).
+pub fn packets_of(by_dlt: &BTreeMap<i32, Vec<(Vec<u8>, u32)>>, dlt: i32) -> &[(Vec<u8>, u32)] {
+    by_dlt.get(&dlt).map(Vec::as_slice).unwrap_or_default()
+}
+
 /// Every distinct (link type, snap length, expression) of `accept.tsv` for the supported link
 /// types, plus every `apply.tsv` expression for each supported link type.
 pub fn cases() -> Vec<Case> {

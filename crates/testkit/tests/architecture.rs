@@ -153,3 +153,41 @@ fn a_dependency_listed_below_is_found() {
         ["crates/b depends on a, which is not listed above it"]
     );
 }
+
+/// Every workspace crate `dir` depends on, directly or not.
+fn closure(deps: &BTreeMap<String, BTreeSet<String>>, dir: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![dir.to_string()];
+    while let Some(d) = todo.pop() {
+        for dep in deps.get(&d).into_iter().flatten() {
+            if seen.insert(dep.clone()) {
+                todo.push(dep.clone());
+            }
+        }
+    }
+    seen
+}
+
+/// What an application links stays small: the daemon's C client reaches no engine, and the
+/// libpcap-compatible library only the filter API and the engines it serves.
+#[test]
+fn applications_link_no_more_than_they_use() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let deps = from_cargo(&root);
+    let engines = [
+        "bpf", "jit", "swift", "ebpf", "lang", "filter", "graph", "classify", "offload", "fpl",
+    ];
+    let client = closure(&deps, "client-c");
+    let linked: Vec<_> = engines.iter().filter(|e| client.contains(**e)).collect();
+    assert!(linked.is_empty(), "client-c links {linked:?}");
+    let pcap = closure(&deps, "pcap");
+    let linked: Vec<_> = ["graph", "classify", "offload", "fpl", "daemon"]
+        .iter()
+        .filter(|e| pcap.contains(**e))
+        .collect();
+    assert!(linked.is_empty(), "pcap links {linked:?}");
+    assert!(
+        pcap.contains("filter"),
+        "pcap compiles through the filter API"
+    );
+}

@@ -100,13 +100,7 @@ fn verdicts(optimize: bool) {
         let (mine, theirs) = (mine.unwrap(), theirs.unwrap());
         let f = Filter::new(mine.clone(), Rules::Libpcap)
             .unwrap_or_else(|e| panic!("[{}] {:?}: invalid program: {e}", c.dlt, c.expr));
-        for (i, (p, l)) in by_dlt
-            .get(&dlt)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
-        {
+        for (i, (p, l)) in corpus::packets_of(&by_dlt, dlt).iter().enumerate() {
             let (a, b) = (f.run(p, *l), oracle::filter(&theirs, p, *l).unwrap());
             assert_eq!(
                 a,
