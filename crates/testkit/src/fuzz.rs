@@ -402,6 +402,78 @@ pub fn swift_vs_interp(data: &[u8]) {
     }
 }
 
+/// The link types [`flow_parse`] picks from by its input's first byte (modulo their number): the
+/// eight the flow-key parser walks, and PPP, which it does not.
+pub const FLOW_LINK_TYPES: [netsift_wire::LinkType; 9] = [
+    netsift_wire::LinkType::ETHERNET,
+    netsift_wire::LinkType::LINUX_SLL,
+    netsift_wire::LinkType::LINUX_SLL2,
+    netsift_wire::LinkType::NULL,
+    netsift_wire::LinkType::LOOP,
+    netsift_wire::LinkType::RAW,
+    netsift_wire::LinkType::IPV4,
+    netsift_wire::LinkType::IPV6,
+    netsift_wire::LinkType::PPP,
+];
+
+/// The flow-key parser on `data`'s bytes: its first byte picks the link type (one of the eight
+/// the parser walks, or another) and the walk (software or a NIC's), the rest is the packet.
+/// Nothing may panic, and every key keeps the parser's contract: the layers in order inside the
+/// packet, a NIC's walk at most two tags deep and never through MPLS, ports only where the
+/// protocol carries them and the packet is not a later fragment, the flow hash the same both
+/// ways, and the NIC walk's addresses the software walk's where both reach the same network
+/// header (on IPv4 the whole key: the walks differ only in the IPv6 extension headers they
+/// skip and how many).
+pub fn flow_parse(data: &[u8]) {
+    use netsift_wire::flow::{self, Fragment, Options};
+    let Some((&pick, packet)) = data.split_first() else {
+        return;
+    };
+    let link = FLOW_LINK_TYPES[usize::from(pick) % FLOW_LINK_TYPES.len()];
+    let soft = flow::parse_with(link, packet, &Options::SOFTWARE);
+    let nic = flow::parse_with(link, packet, &Options::NIC);
+    for f in [&soft, &nic].into_iter().flatten() {
+        assert!(
+            f.network <= f.transport,
+            "{link:?}: network after transport: {f:?}"
+        );
+        assert!(
+            f.payload <= f.end && f.end <= packet.len(),
+            "{link:?}: {f:?}"
+        );
+        assert!(
+            f.transport <= packet.len() || f.key.ports.is_none(),
+            "{f:?}"
+        );
+        if f.key.ports.is_some() {
+            assert!(flow::has_ports(f.key.proto), "ports for {:?}", f.key.proto);
+            assert_ne!(f.fragment, Fragment::Later, "ports on a later fragment");
+        }
+        assert_eq!(
+            f.key.symmetric_hash(),
+            f.key.reversed().symmetric_hash(),
+            "the flow hash depends on the direction"
+        );
+    }
+    if let Some(n) = &nic {
+        assert!(n.vlan_tags <= 2 && n.mpls_labels == 0, "{n:?}");
+        // Where both walks reach the same network header they read the same addresses; on
+        // IPv4 (no extension headers, whose walks the two bound differently) the whole key.
+        if let Some(s) = &soft
+            && n.network == s.network
+        {
+            assert_eq!(
+                (n.key.src, n.key.dst),
+                (s.key.src, s.key.dst),
+                "{link:?}: the NIC and software walks read different addresses"
+            );
+            if n.key.src.is_ipv4() {
+                assert_eq!(n.key, s.key, "{link:?}: the NIC and software keys differ");
+            }
+        }
+    }
+}
+
 /// Feed `data`, cut into frames (a length byte, then that many bytes), to an FTPCap tracker and
 /// a Swift filter following it: nothing may panic; every data connection it opens is one it
 /// had not open, and every pass it adds is removed again when that connection closes.

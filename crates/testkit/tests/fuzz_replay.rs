@@ -546,3 +546,35 @@ fn daemon_proto_on_messages_buffers_and_mutations() {
         fuzz::daemon_proto(&input);
     }
 }
+
+#[test]
+fn flow_parse_on_every_shared_packet_and_mutations() {
+    let mut rng = Rng::new(17);
+    let mut n = 0;
+    for (dlt, packets) in netsift_testkit::corpus::packets_by_dlt() {
+        let link = netsift_wire::LinkType::from_dlt(dlt as u32);
+        // The packet's own link type where the parser walks it, else every pick in turn.
+        let own = fuzz::FLOW_LINK_TYPES.iter().position(|&l| l == link);
+        for (i, (p, _)) in packets.iter().enumerate() {
+            let pick = own.unwrap_or(i % fuzz::FLOW_LINK_TYPES.len()) as u8;
+            let mut input = vec![pick];
+            input.extend_from_slice(p);
+            fuzz::flow_parse(&input);
+            // A cut and a flipped byte in the headers.
+            let cut = rng.below(input.len() as u64 + 1) as usize;
+            fuzz::flow_parse(&input[..cut]);
+            if input.len() > 1 {
+                let at = 1 + rng.below((input.len() - 1).min(80) as u64) as usize;
+                input[at] ^= 1 << rng.below(8);
+                fuzz::flow_parse(&input);
+            }
+            n += 3;
+        }
+    }
+    for input in stored_inputs("flow_parse") {
+        fuzz::flow_parse(&input);
+        n += 1;
+    }
+    assert!(n > 10_000, "only {n} inputs: is the shared data there?");
+    println!("flow_parse: {n} inputs");
+}

@@ -5,7 +5,7 @@ use std::fs;
 use std::path::Path;
 
 use netsift_bpf::{Program, asm};
-use netsift_testkit::{data, oracle};
+use netsift_testkit::{data, fuzz, oracle};
 
 /// Expressions whose compiled programs seed the BPF targets.
 const EXPRESSIONS: [&str; 12] = [
@@ -74,11 +74,22 @@ fn main() {
         if bytes.len() <= 1 << 16 {
             write(dir, "capture_read", &format!("seed-{i}"), &bytes);
         }
+        let Ok(cap) = oracle::read_capture(path) else {
+            continue;
+        };
         if i % 8 == 0
-            && let Ok(cap) = oracle::read_capture(path)
             && let Some(p) = cap.packets.first()
         {
             packets.push(p.data.clone());
+        }
+        // The flow-key parser: the first packets of every capture of a link type it walks.
+        let link = netsift_wire::LinkType::from_dlt(cap.dlt as u32);
+        if let Some(pick) = fuzz::FLOW_LINK_TYPES.iter().position(|&l| l == link) {
+            for (j, p) in cap.packets.iter().take(4).enumerate() {
+                let mut input = vec![pick as u8];
+                input.extend_from_slice(&p.data);
+                write(dir, "flow_parse", &format!("seed-{i}-{j}"), &input);
+            }
         }
     }
     let mut n = 0;
