@@ -57,19 +57,27 @@ fn verdicts_agree_with_libpcap_on_every_capture() {
         // Without a program: accept-all, libpcap's `ret #262144`.
         let (ours, ok) = netsift_verdicts(capture, None);
         assert!(ok, "{}: netsift failed", capture.display());
+        // libpcap's verdicts (packet index, return value) for a program.
+        let expected = |program: &Program| -> Vec<(u64, u32)> {
+            theirs
+                .packets
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    (
+                        i as u64,
+                        oracle::filter(program, &p.data, p.wire_len).unwrap(),
+                    )
+                })
+                .collect()
+        };
         let accept_all = Program::accept_all(262_144);
-        let expected: Vec<(u64, u32)> = theirs
-            .packets
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                (
-                    i as u64,
-                    oracle::filter(&accept_all, &p.data, p.wire_len).unwrap(),
-                )
-            })
-            .collect();
-        assert_eq!(ours, expected, "{} without a program", capture.display());
+        assert_eq!(
+            ours,
+            expected(&accept_all),
+            "{} without a program",
+            capture.display()
+        );
         // With a program libpcap compiles for this link type.
         let expr = EXPRESSIONS[n % EXPRESSIONS.len()];
         if let Ok(program) = oracle::compile(theirs.dlt, 262_144, expr, true) {
@@ -77,18 +85,12 @@ fn verdicts_agree_with_libpcap_on_every_capture() {
             std::fs::write(&path, asm::dump(&program, asm::Format::Decimal)).unwrap();
             let (ours, ok) = netsift_verdicts(capture, Some(&path));
             assert!(ok, "{}: netsift failed with `{expr}`", capture.display());
-            let expected: Vec<(u64, u32)> = theirs
-                .packets
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    (
-                        i as u64,
-                        oracle::filter(&program, &p.data, p.wire_len).unwrap(),
-                    )
-                })
-                .collect();
-            assert_eq!(ours, expected, "{} with `{expr}`", capture.display());
+            assert_eq!(
+                ours,
+                expected(&program),
+                "{} with `{expr}`",
+                capture.display()
+            );
             // Sanity: the library agrees with the binary.
             let f = Filter::new(program, Rules::Libpcap).unwrap();
             assert!(

@@ -5,9 +5,9 @@
 //!
 //! Needs root and iproute2; tcpdump for the readability check (`scripts/test` installs both).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use netsift_capture::live::{AfPacket, AfPacketConfig, Flow, Source};
@@ -15,27 +15,7 @@ use netsift_testkit::netns::Lab;
 use netsift_testkit::oracle;
 
 mod common;
-use common::{BIN, frames, lab, read_all, send, stop, summary, tmp};
-
-/// Starts `netsift capture ARGS` in the namespace and waits for its banner.
-fn start_capture(lab: &Lab, args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut child = lab
-        .command(BIN)
-        .arg("capture")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn netsift capture");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    err.read_line(&mut line).expect("banner");
-    assert!(
-        line.contains("listening on"),
-        "unexpected first line: {line:?}"
-    );
-    (child, err)
-}
+use common::{BIN, frames, lab, read_all, send, start_capture, stop, summary, tmp};
 
 /// Runs one capture with `filter` through `extra` flags and checks it against libpcap.
 fn capture_matches_libpcap(lab: &Lab, frames: &[Vec<u8>], extra: &[&str], filter: &str, tag: &str) {
@@ -43,7 +23,7 @@ fn capture_matches_libpcap(lab: &Lab, frames: &[Vec<u8>], extra: &[&str], filter
     let mut args = vec!["-i", lab.b.as_str(), "-w", out.to_str().unwrap()];
     args.extend_from_slice(extra);
     args.push(filter);
-    let (child, err) = start_capture(lab, &args);
+    let (child, _, err) = start_capture(lab, &args);
     send(lab, frames);
     let text = stop(child, err);
     let prog = oracle::compile(1, 262_144, filter, true).expect("libpcap compiles the filter");
@@ -293,7 +273,7 @@ fn capture_reads_files_through_the_same_pipeline() {
 fn stats_are_printed_every_second() {
     let lab = lab();
     let frames = frames();
-    let (child, err) = start_capture(&lab, &["-i", &lab.b, "--stats", "-w", "/dev/null"]);
+    let (child, _, err) = start_capture(&lab, &["-i", &lab.b, "--stats", "-w", "/dev/null"]);
     send(&lab, &frames);
     std::thread::sleep(Duration::from_millis(1300));
     let text = stop(child, err);

@@ -7,43 +7,27 @@
 //!
 //! Needs root and iproute2 (`scripts/test` installs it).
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::Child;
 
 use netsift_testkit::netns::Lab;
 use netsift_testkit::oracle;
 
 mod common;
-use common::{BIN, frames, lab, read_all, send, stop, summary, tmp};
+use common::{BIN, frames, lab, read_all, send, start_capture, stop, summary, tmp};
 
 fn is_tagged(f: &[u8]) -> bool {
     matches!(f[12..14], [0x81, 0x00] | [0x88, 0xa8])
 }
 
-/// Starts `netsift capture ARGS` in the namespace; returns it with its banner and stderr.
-fn start_capture(
-    lab: &Lab,
-    args: &[&str],
-) -> (Child, String, BufReader<std::process::ChildStderr>) {
-    let mut child = lab
-        .command(BIN)
-        .arg("capture")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn netsift capture");
-    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    err.read_line(&mut line).expect("banner");
-    if !line.contains("listening on") {
-        let mut rest = String::new();
-        let _ = err.read_to_string(&mut rest);
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("netsift capture {args:?} did not start: {line}{rest}");
-    }
-    (child, line, err)
+/// The reference beside an eBPF capture: everything arriving on `b`, with classic BPF, written
+/// to `path`.
+fn capture_all(lab: &Lab, path: &std::path::Path) -> (Child, BufReader<std::process::ChildStderr>) {
+    let args = ["-i", &lab.b, "-Q", "in", "--engine", "bpf", "-w"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.push(path.to_str().unwrap());
+    let (child, _, err) = start_capture(lab, &args);
+    (child, err)
 }
 
 /// libpcap's verdicts on the frames for `filter` (Ethernet, snap length 262144).
@@ -167,19 +151,7 @@ fn xdp_drops_what_the_filter_rejects_and_is_detached_on_exit() {
             assert!(warning.contains("warning: --xdp drops"), "{warning}");
             assert!(xdp_attached(&lab), "no XDP program on {}", lab.b);
             // A second capture without a filter sees what XDP lets through.
-            let (plain, _, plain_err) = start_capture(
-                &lab,
-                &[
-                    "-i",
-                    &lab.b,
-                    "-Q",
-                    "in",
-                    "--engine",
-                    "bpf",
-                    "-w",
-                    all.to_str().unwrap(),
-                ],
-            );
+            let (plain, plain_err) = capture_all(&lab, &all);
             send(&lab, &frames);
             let plain_text = stop(plain, plain_err);
             let text = stop(child, err);
@@ -232,19 +204,7 @@ fn xdp_drops_what_the_filter_rejects_and_is_detached_on_exit() {
     }
     // After the runs, nothing is dropped any more.
     let all = tmp("after.pcap");
-    let (plain, _, plain_err) = start_capture(
-        &lab,
-        &[
-            "-i",
-            &lab.b,
-            "-Q",
-            "in",
-            "--engine",
-            "bpf",
-            "-w",
-            all.to_str().unwrap(),
-        ],
-    );
+    let (plain, plain_err) = capture_all(&lab, &all);
     send(&lab, &frames);
     stop(plain, plain_err);
     assert_eq!(read_all(&all).len(), frames.len());

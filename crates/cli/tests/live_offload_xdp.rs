@@ -14,7 +14,6 @@ use std::net::UdpSocket;
 use std::time::Duration;
 
 use netsift_capture::generate::FrameBuilder;
-use netsift_capture::live::Sender;
 use netsift_ebpf::XdpMode;
 use netsift_offload::xdp::{QueueMode, XdpOffload};
 use netsift_offload::{Action, Counters, Family, FlowKey, Match, Rule, RuleId, VlanMatch};
@@ -216,18 +215,7 @@ fn run(mode: XdpMode) {
             frames.push(frame(f, mac));
         }
     }
-    let a = lab.a.clone();
-    let stats = lab.run(|| {
-        let mut tx = Sender::open(&a).expect("sender");
-        let mut it = frames.iter().map(Vec::as_slice);
-        tx.send_paced(
-            &mut it,
-            Some(20_000),
-            frames.len() as u64,
-            Duration::from_secs(20),
-        )
-        .expect("send")
-    });
+    let stats = lab.send(&frames, 20_000);
     assert_eq!(
         stats.sent,
         frames.len() as u64,
@@ -280,12 +268,7 @@ fn run(mode: XdpMode) {
     let (_, c1) = xdp.remove(RuleId(1)).expect("remove rule 1");
     assert_eq!(c1, of(&[0]));
     let again: Vec<Vec<u8>> = (0..20).map(|_| frame(&FLOWS[0], mac)).collect();
-    lab.run(|| {
-        let mut tx = Sender::open(&a).expect("sender");
-        let mut it = again.iter().map(Vec::as_slice);
-        tx.send_paced(&mut it, Some(20_000), 20, Duration::from_secs(5))
-            .expect("send")
-    });
+    lab.send(&again, 20_000);
     assert_eq!(drain(&sockets[&P1]), 20, "{mode:?}: rule 1 removed");
 
     println!(

@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use netsift_capture::live::Sender;
 use netsift_testkit::netns::Lab;
 
 /// 30 UDP frames to port 7777 among other traffic, DNS included ([`common::frames`]).
@@ -212,18 +211,7 @@ impl Setup {
     }
 
     fn send(&self, frames: &[Vec<u8>]) {
-        let a = self.lab.a.clone();
-        self.lab.run(|| {
-            let mut tx = Sender::open(&a).expect("sender");
-            let mut it = frames.iter().map(Vec::as_slice);
-            tx.send_paced(
-                &mut it,
-                Some(2_000),
-                frames.len() as u64,
-                Duration::from_secs(20),
-            )
-            .expect("send");
-        });
+        self.lab.send(frames, 2_000);
     }
 }
 

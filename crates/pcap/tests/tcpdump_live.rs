@@ -13,7 +13,6 @@ use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use netsift_capture::live::Sender;
 use netsift_testkit::netns::Lab;
 
 /// 40 UDP frames to port 7777 among other traffic ([`common::frames`]).
@@ -87,18 +86,7 @@ fn tcpdump_captures_live_on_netsift_libpcap() {
         let _ = child.wait();
         panic!("tcpdump did not start: {}", err_reader.join().unwrap());
     }
-    let a = lab.a.clone();
-    lab.run(|| {
-        let mut tx = Sender::open(&a).expect("sender");
-        let mut it = frames.iter().map(Vec::as_slice);
-        tx.send_paced(
-            &mut it,
-            Some(2_000),
-            frames.len() as u64,
-            Duration::from_secs(20),
-        )
-        .expect("send");
-    });
+    lab.send(&frames, 2_000);
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait") {

@@ -13,18 +13,9 @@ fn main() {
     exprs.sort();
     exprs.dedup();
     let (mut total, mut diff_exprs) = (0u64, 0);
-    for name in [
-        "EN10MB",
-        "RAW",
-        "LINUX_SLL",
-        "LINUX_SLL2",
-        "NULL",
-        "LOOP",
-        "IPV4",
-        "IPV6",
-    ] {
+    for name in corpus::LINK_TYPES {
         let dlt = oracle::dlt_from_name(name).unwrap();
-        let pk = by_dlt.get(&dlt).cloned().unwrap_or_default();
+        let pk = corpus::packets_of(&by_dlt, dlt);
         for (d, e) in &exprs {
             if d != name && d != "*" {
                 continue;
@@ -36,7 +27,7 @@ fn main() {
                 continue;
             };
             let mut nd = 0;
-            for (p, l) in &pk {
+            for (p, l) in pk {
                 total += 1;
                 if oracle::filter(&o, p, *l) != oracle::filter(&u, p, *l) {
                     nd += 1;

@@ -30,9 +30,21 @@ pub struct Case {
     pub expr: String,
 }
 
+/// Packets as (bytes, wire length).
+pub type Packets = Vec<(Vec<u8>, u32)>;
+
 /// Packets (bytes, wire length) of every shared capture, grouped by libpcap DLT value.
 pub fn packets_by_dlt() -> BTreeMap<i32, Vec<(Vec<u8>, u32)>> {
-    let mut by_dlt: BTreeMap<i32, Vec<(Vec<u8>, u32)>> = BTreeMap::new();
+    captures_by_dlt()
+        .into_iter()
+        .map(|(dlt, (_, packets))| (dlt, packets))
+        .collect()
+}
+
+/// For each libpcap DLT value, how many shared captures have it and their packets (bytes, wire
+/// length), as libpcap reads them.
+pub fn captures_by_dlt() -> BTreeMap<i32, (usize, Packets)> {
+    let mut by_dlt: BTreeMap<i32, (usize, Packets)> = BTreeMap::new();
     for path in data::tcpdump_captures()
         .iter()
         .chain(data::libpcap_captures().iter())
@@ -40,10 +52,9 @@ pub fn packets_by_dlt() -> BTreeMap<i32, Vec<(Vec<u8>, u32)>> {
         let Ok(cap) = oracle::read_capture(path) else {
             continue;
         };
-        by_dlt
-            .entry(cap.dlt)
-            .or_default()
-            .extend(cap.packets.into_iter().map(|p| (p.data, p.wire_len)));
+        let (files, packets) = by_dlt.entry(cap.dlt).or_default();
+        *files += 1;
+        packets.extend(cap.packets.into_iter().map(|p| (p.data, p.wire_len)));
     }
     by_dlt
 }

@@ -15,7 +15,7 @@ use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use netsift_capture::live::{XdpAttachMode, XdpPass};
+use netsift_capture::live::{Sender, SenderStats, XdpAttachMode, XdpPass};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -146,6 +146,22 @@ impl Lab {
             })
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e))
+        })
+    }
+
+    /// Sends `frames` in order on the sending end `a`, at most `pps` per second, for 20 seconds
+    /// at the most (live tests' bound on traffic); the sender's counts.
+    pub fn send(&self, frames: &[Vec<u8>], pps: u64) -> SenderStats {
+        self.run(|| {
+            let mut tx = Sender::open(&self.a).expect("sender");
+            let mut it = frames.iter().map(Vec::as_slice);
+            tx.send_paced(
+                &mut it,
+                Some(pps),
+                frames.len() as u64,
+                std::time::Duration::from_secs(20),
+            )
+            .expect("send")
         })
     }
 

@@ -73,35 +73,13 @@ pub fn dlt_from_name(name: &str) -> Option<i32> {
 pub fn compile(dlt: i32, snaplen: i32, expr: &str, optimize: bool) -> Result<Program, String> {
     let expr = CString::new(expr).map_err(|_| "expression contains NUL".to_string())?;
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: plain libpcap calls on a handle we own and close before returning; the program's
-    // instructions are copied out before pcap_freecode.
+    // SAFETY: plain libpcap calls; the handle is closed by compile_on.
     unsafe {
         let p = pcap_open_dead(dlt, snaplen);
         if p.is_null() {
             return Err(format!("pcap_open_dead({dlt}, {snaplen}) failed"));
         }
-        let mut prog = BpfProgram {
-            bf_len: 0,
-            bf_insns: std::ptr::null_mut(),
-        };
-        let rc = pcap_compile(
-            p,
-            &mut prog,
-            expr.as_ptr(),
-            c_int::from(optimize),
-            PCAP_NETMASK_UNKNOWN,
-        );
-        let result = if rc != 0 {
-            Err(CStr::from_ptr(pcap_geterr(p))
-                .to_string_lossy()
-                .into_owned())
-        } else {
-            let insns = std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize).to_vec();
-            pcap_freecode(&mut prog);
-            Ok(Program::new(insns))
-        };
-        pcap_close(p);
-        result
+        compile_on(p, &expr, optimize)
     }
 }
 
@@ -112,7 +90,7 @@ pub fn compile_for_file(path: &Path, expr: &str, optimize: bool) -> Result<Progr
     let expr = CString::new(expr).map_err(|_| "expression contains NUL".to_string())?;
     let mut errbuf = [0 as c_char; 512];
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: a handle we own and close; instructions are copied before pcap_freecode.
+    // SAFETY: plain libpcap calls; the handle is closed by compile_on.
     unsafe {
         let p = pcap_open_offline(cpath.as_ptr(), errbuf.as_mut_ptr());
         if p.is_null() {
@@ -120,10 +98,22 @@ pub fn compile_for_file(path: &Path, expr: &str, optimize: bool) -> Result<Progr
                 .to_string_lossy()
                 .into_owned());
         }
-        let mut prog = BpfProgram {
-            bf_len: 0,
-            bf_insns: std::ptr::null_mut(),
-        };
+        compile_on(p, &expr, optimize)
+    }
+}
+
+/// `pcap_compile` on the open handle `p` (netmask unknown), the program copied out, then the
+/// handle closed.
+///
+/// # Safety
+/// `p` is an open handle the caller owns and does not use afterwards; the caller holds `LOCK`.
+unsafe fn compile_on(p: *mut c_void, expr: &CStr, optimize: bool) -> Result<Program, String> {
+    let mut prog = BpfProgram {
+        bf_len: 0,
+        bf_insns: std::ptr::null_mut(),
+    };
+    // SAFETY: as the caller promises; the instructions are copied before pcap_freecode.
+    unsafe {
         let rc = pcap_compile(
             p,
             &mut prog,

@@ -2,11 +2,9 @@
 //! every program libpcap compiles from its own test suite, over every shared capture), validator
 //! agreement, and `bpf_image` text.
 
-use std::collections::BTreeMap;
-
 use netsift_bpf::{Filter, Insn, Program, Rules, asm, code::*, validate};
 use netsift_testkit::progen::random_program;
-use netsift_testkit::{data, oracle, rng::Rng};
+use netsift_testkit::{corpus, data, oracle, rng::Rng};
 
 #[test]
 fn random_programs_agree_with_bpf_filter() {
@@ -153,27 +151,16 @@ const LINK_TYPES: [&str; 4] = ["EN10MB", "RAW", "LINUX_SLL", "NULL"];
 #[test]
 fn libpcap_test_suite_programs_agree_on_every_shared_capture() {
     // Packets of every shared capture, as libpcap reads them, grouped by DLT.
-    let mut by_dlt: BTreeMap<i32, Vec<(Vec<u8>, u32)>> = BTreeMap::new();
-    let mut files_by_dlt: BTreeMap<i32, usize> = BTreeMap::new();
-    for path in data::tcpdump_captures()
-        .iter()
-        .chain(data::libpcap_captures().iter())
-    {
-        let Ok(cap) = oracle::read_capture(path) else {
-            continue;
-        };
-        *files_by_dlt.entry(cap.dlt).or_default() += 1;
-        by_dlt
-            .entry(cap.dlt)
-            .or_default()
-            .extend(cap.packets.into_iter().map(|p| (p.data, p.wire_len)));
-    }
+    let by_dlt = corpus::captures_by_dlt();
     let rows = data::libpcap_table("accept.tsv");
     let mut report = String::new();
     let mut total_runs = 0u64;
     for name in LINK_TYPES {
         let dlt = oracle::dlt_from_name(name).unwrap_or_else(|| panic!("libpcap knows no {name}"));
-        let packets = by_dlt.get(&dlt).map(Vec::as_slice).unwrap_or_default();
+        let (files, packets) = by_dlt
+            .get(&dlt)
+            .map(|(files, packets)| (*files, packets.as_slice()))
+            .unwrap_or_default();
         assert!(!packets.is_empty(), "no shared capture of link type {name}");
         let (mut compiled, mut rejected, mut runs) = (0, 0, 0u64);
         let mut out = Vec::new();
@@ -212,7 +199,7 @@ fn libpcap_test_suite_programs_agree_on_every_shared_capture() {
             "{name}: {compiled} programs ({rejected} expressions libpcap 1.10.3 rejects) x {} packets \
              from {} captures = {runs} verdicts, 0 disagreements\n",
             packets.len(),
-            files_by_dlt.get(&dlt).copied().unwrap_or(0)
+            files
         );
     }
     println!("{report}total: {total_runs} verdicts equal to libpcap's");

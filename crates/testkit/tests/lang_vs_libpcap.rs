@@ -261,6 +261,7 @@ fn rejections() {
 fn instruction_counts_against_libpcap_master() {
     let (mut n, mut le, mut tot_ours, mut tot_master, mut tot_old) = (0, 0, 0, 0, 0);
     let mut hist = std::collections::BTreeMap::new();
+    let mut longer = Vec::new();
     for r in data::libpcap_table("accept.tsv") {
         if r.get("dlt") != "EN10MB"
             || r.get("optimize") != "1"
@@ -282,9 +283,16 @@ fn instruction_counts_against_libpcap_master() {
         n += 1;
         le += usize::from(mine <= master);
         *hist.entry(mine as i64 - master as i64).or_insert(0) += 1;
+        if mine > master {
+            longer.push((mine - master, expr.to_string(), mine, master, old.len()));
+        }
         tot_ours += mine;
         tot_master += master;
         tot_old += old.len();
+    }
+    longer.sort_by(|a, b| b.cmp(a));
+    for (excess, expr, mine, master, old) in longer.iter().take(25) {
+        println!("+{excess} {expr:?}: netsift {mine}, master {master}, libpcap 1.10.3 {old}");
     }
     println!(
         "EN10MB -O: {n} expressions, {le} ({:.1}%) at most libpcap master's length; total {tot_ours} \

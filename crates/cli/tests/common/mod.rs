@@ -3,14 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::Child;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use netsift_capture::CaptureReader;
 use netsift_capture::generate::FrameBuilder;
-use netsift_capture::live::Sender;
 use netsift_testkit::netns::Lab;
 
 /// The `netsift` binary under test.
@@ -76,18 +75,7 @@ pub fn summary(text: &str, what: &str) -> u64 {
 
 /// Sends `frames` on the lab's sending end, paced and bounded.
 pub fn send(lab: &Lab, frames: &[Vec<u8>]) {
-    let a = lab.a.clone();
-    lab.run(|| {
-        let mut tx = Sender::open(&a).expect("sender");
-        let mut it = frames.iter().map(Vec::as_slice);
-        tx.send_paced(
-            &mut it,
-            Some(20_000),
-            frames.len() as u64,
-            Duration::from_secs(20),
-        )
-        .expect("send");
-    });
+    lab.send(frames, 20_000);
 }
 
 /// Every packet of a capture file, with its wire length.
@@ -99,4 +87,30 @@ pub fn read_all(path: &PathBuf) -> Vec<(Vec<u8>, u32)> {
         v.push((p.data.to_vec(), p.wire_len));
     }
     v
+}
+
+/// Starts `netsift capture ARGS` in the namespace; returns it with its banner and stderr.
+pub fn start_capture(
+    lab: &Lab,
+    args: &[&str],
+) -> (Child, String, BufReader<std::process::ChildStderr>) {
+    let mut child = lab
+        .command(BIN)
+        .arg("capture")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn netsift capture");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("banner");
+    if !line.contains("listening on") {
+        let mut rest = String::new();
+        let _ = err.read_to_string(&mut rest);
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("netsift capture {args:?} did not start: {line}{rest}");
+    }
+    (child, line, err)
 }

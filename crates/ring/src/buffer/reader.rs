@@ -583,10 +583,7 @@ impl Reader {
     /// A blocking iterator: yields packets as they arrive and ends when the writer has finished
     /// and everything was read. Releases every 64 packets and before it waits.
     pub fn blocking_iter(&mut self) -> BlockingIter<'_> {
-        BlockingIter {
-            reader: self,
-            since_release: 0,
-        }
+        BlockingIter(self.iter())
     }
 }
 
@@ -633,6 +630,7 @@ impl fmt::Debug for Iter<'_> {
 impl Iterator for Iter<'_> {
     type Item = OwnedPacket;
 
+    /// The next available packet; releases every 64 packets and when none is left.
     fn next(&mut self) -> Option<OwnedPacket> {
         let p = self.reader.next_owned();
         self.since_release += 1;
@@ -650,17 +648,13 @@ impl Drop for Iter<'_> {
     }
 }
 
-/// A blocking iterator over packets until the writer finished ([`Reader::blocking_iter`]).
-pub struct BlockingIter<'a> {
-    reader: &'a mut Reader,
-    since_release: u32,
-}
+/// A blocking iterator over packets until the writer finished ([`Reader::blocking_iter`]): an
+/// [`Iter`] that waits when nothing is available (having released everything read).
+pub struct BlockingIter<'a>(Iter<'a>);
 
 impl fmt::Debug for BlockingIter<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BlockingIter")
-            .field("reader", &self.reader)
-            .finish()
+        f.debug_tuple("BlockingIter").field(&self.0.reader).finish()
     }
 }
 
@@ -669,26 +663,13 @@ impl Iterator for BlockingIter<'_> {
 
     fn next(&mut self) -> Option<OwnedPacket> {
         loop {
-            if let Some(p) = self.reader.next_owned() {
-                self.since_release += 1;
-                if self.since_release >= 64 {
-                    self.reader.release();
-                    self.since_release = 0;
-                }
+            if let Some(p) = self.0.next() {
                 return Some(p);
             }
-            self.reader.release();
-            self.since_release = 0;
-            if self.reader.is_finished() {
+            if self.0.reader.is_finished() {
                 return None;
             }
-            self.reader.wait_until(1, None, None);
+            self.0.reader.wait_until(1, None, None);
         }
-    }
-}
-
-impl Drop for BlockingIter<'_> {
-    fn drop(&mut self) {
-        self.reader.release();
     }
 }
