@@ -135,6 +135,11 @@ impl Error {
         self.offset
     }
 
+    /// What the error is about (for example `pcap file header`, `pcapng enhanced packet block`).
+    pub fn what(&self) -> &str {
+        &self.what
+    }
+
     /// The specific part of the message, without the kind, the place and the offset (for example
     /// `block total length 8 is less than the minimum of 12`).
     pub fn detail(&self) -> &str {

@@ -18,7 +18,8 @@
 //!   headers, and for Ethernet its snapshot length is 14 bytes larger than the header says.
 //!
 //! Unlike libpcap, captured lengths up to [`MAX_PACKET_LEN`] are accepted whatever the link type
-//! (libpcap stops at 256 KiB for most link types), and any 2.x minor version is read.
+//! (libpcap stops at 256 KiB for most link types). Versions are libpcap 1.10.3's: 2.0 to 2.4 and
+//! 543.0 (DG/UX tcpdump); anything else is refused, as libpcap refuses it.
 
 use std::io::{Read, Write};
 
@@ -109,14 +110,17 @@ impl PcapState {
         let lengths = match (major, minor) {
             (2, 0..=2) => LengthOrder::Swapped,
             (2, 3) => LengthOrder::MaybeSwapped,
-            (2, _) => LengthOrder::Normal,
+            (2, 4) => LengthOrder::Normal,
             (543, 0) => LengthOrder::Swapped,
             _ => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     Some(0),
                     WHAT,
-                    format!("version {major}.{minor} is not supported (only 2.x is)"),
+                    format!(
+                        "version {major}.{minor} is not supported (libpcap reads 2.0 to 2.4 and \
+                         543.0)"
+                    ),
                 ));
             }
         };
@@ -598,8 +602,21 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Unsupported);
         assert_eq!(
             e.to_string(),
-            "unsupported pcap file header at offset 0: version 3.0 is not supported (only 2.x is)"
+            "unsupported pcap file header at offset 0: version 3.0 is not supported (libpcap \
+             reads 2.0 to 2.4 and 543.0)"
         );
+        // libpcap 1.10.3 refuses minor versions past 4 and majors below 2.
+        for (major, minor) in [(2, 5), (2, 127), (1, 0), (0, 0), (543, 1)] {
+            let e =
+                CaptureReader::new(&header(bo, MAGIC_MICRO, major, minor, 0, 1)[..]).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Unsupported, "{major}.{minor}");
+        }
+        for (major, minor) in [(2, 0), (2, 3), (2, 4), (543, 0)] {
+            assert!(
+                CaptureReader::new(&header(bo, MAGIC_MICRO, major, minor, 0, 1)[..]).is_ok(),
+                "{major}.{minor}"
+            );
+        }
 
         let mut f = header(bo, MAGIC_MICRO, 2, 4, 0, 1);
         f.extend(record(bo, [1, 0, 1, 1], &[0]));

@@ -271,7 +271,9 @@ impl NgState {
             ));
         }
         let trailer = byte_order.u32(buf, total as usize - 4);
-        if trailer != total {
+        // libpcap 1.10.3 reads the file's first section header block without comparing its
+        // trailer (pcap_ng_check_header); every later block's trailer must match.
+        if trailer != total && !first {
             return Err(Error::corrupt(
                 start,
                 what,
@@ -341,12 +343,15 @@ impl NgState {
             BT_SHB => {
                 let major = bo.u16(body, 4);
                 let minor = bo.u16(body, 6);
-                if major != 1 {
+                // libpcap 1.10.3 reads versions 1.0 and 1.2 (1.1 never existed in a spec).
+                if !(major == 1 && (minor == 0 || minor == 2)) {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
                         Some(start),
                         what,
-                        format!("version {major}.{minor} is not supported (only 1.x is)"),
+                        format!(
+                            "version {major}.{minor} is not supported (libpcap reads 1.0 and 1.2)"
+                        ),
                     ));
                 }
                 self.byte_order = bo;
@@ -1054,7 +1059,7 @@ mod tests {
         let e = CaptureReader::new(&f[..]).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unsupported pcapng section header block at offset 0: version 2.0 is not supported (only 1.x is)"
+            "unsupported pcapng section header block at offset 0: version 2.0 is not supported (libpcap reads 1.0 and 1.2)"
         );
         let f = Ng::new(ByteOrder::Little).bytes();
         let e = CaptureReader::new(&f[..10]).unwrap_err();
@@ -1062,6 +1067,31 @@ mod tests {
             e.to_string(),
             "truncated pcapng section header block at offset 0: the byte-order magic needs 12 bytes, file ends after 10"
         );
+    }
+
+    /// As libpcap 1.10.3: the first section header block's trailer is not compared with its
+    /// header (pcap_ng_check_header reads it as a whole); a later one's is.
+    #[test]
+    fn only_the_first_shbs_trailer_may_disagree() {
+        let mut ng = Ng::new(ByteOrder::Little);
+        let shb_len = ng.out.len();
+        ng.out[shb_len - 4] ^= 0x40;
+        ng.idb(1, 0, &[]);
+        let f = ng.out.clone();
+        let r = CaptureReader::new(&f[..]);
+        assert!(r.is_ok(), "{:?}", r.err());
+        let (_, err) = read_all(&f);
+        assert!(err.is_none(), "{err:?}");
+        // A second section whose SHB trailer disagrees is corrupt.
+        let mut ng = Ng::new(ByteOrder::Little);
+        ng.idb(1, 0, &[]);
+        let at = ng.out.len();
+        ng.shb();
+        let end = ng.out.len();
+        ng.out[end - 4] ^= 0x40;
+        let err = read_all(&ng.out).1.expect("an error");
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        assert_eq!(err.offset(), Some(at as u64));
     }
 
     #[test]

@@ -488,6 +488,19 @@ fn strip_os_error(e: &std::io::Error) -> String {
     }
 }
 
+/// The data pointer a callback gets for a packet: its bytes, or for a zero-length record a pointer
+/// to zeroed memory, never the dangling pointer of an empty slice. libpcap hands out a pointer
+/// into its buffer whatever the length, and programs such as tcpflow read a link-layer header
+/// before they look at the captured length.
+pub(crate) fn data_ptr(data: &[u8]) -> *const u8 {
+    static ZEROS: [u8; 65_536] = [0; 65_536];
+    if data.is_empty() {
+        ZEROS.as_ptr()
+    } else {
+        data.as_ptr()
+    }
+}
+
 /// libpcap's messages for a file it cannot open.
 fn open_error_text(e: &netsift_capture::Error) -> String {
     match e.kind() {
@@ -502,6 +515,24 @@ fn open_error_text(e: &netsift_capture::Error) -> String {
                     "truncated dump file; tried to read 20 file header bytes, only got {}",
                     got.saturating_sub(4)
                 )
+            }
+        }
+        // libpcap 1.10.3 (sf-pcap.c) reads versions 2.0 to 2.4 and 543.0.
+        ErrorKind::Unsupported if e.what() == "pcap file header" => match numbers(e.detail())[..] {
+            [major, ..] if major < 2 => "archaic pcap savefile format".to_string(),
+            [major, minor, ..] => {
+                format!("unsupported pcap savefile version {major}.{minor}")
+            }
+            _ => e.to_string(),
+        },
+        ErrorKind::Unsupported
+            if e.what() == "pcapng section header block" && e.detail().starts_with("version ") =>
+        {
+            match numbers(e.detail())[..] {
+                [major, minor, ..] => {
+                    format!("unsupported pcapng savefile version {major}.{minor}")
+                }
+                _ => e.to_string(),
             }
         }
         _ => e.to_string(),
@@ -536,6 +567,9 @@ fn read_error_text(e: &netsift_capture::Error, pcapng: bool) -> String {
                 );
                 s
             }
+        }
+        ErrorKind::Corrupt if pcapng && e.detail().contains("does not match") => {
+            "block total length in header and trailer don't match".to_string()
         }
         _ => e.to_string(),
     }
@@ -594,7 +628,7 @@ unsafe fn offline_step(
                 return Step::Packet(false);
             }
         }
-        (header(precision, &packet, caplen), packet.data.as_ptr())
+        (header(precision, &packet, caplen), data_ptr(&packet.data))
     };
     deliver(p, &hdr, data);
     Step::Packet(true)
@@ -681,7 +715,7 @@ pub(crate) unsafe fn live_read(
         }
         caplen = caplen.min(snapshot.unsigned_abs());
         let hdr = header_of(precision, pk.timestamp, caplen, pk.wire_len);
-        deliver(p, &hdr, pk.data.as_ptr());
+        deliver(p, &hdr, data_ptr(&pk.data));
         n += 1;
         if (cnt > 0 && n >= cnt) || brk.load(Ordering::Relaxed) {
             Flow::Stop
@@ -804,7 +838,7 @@ pub(crate) unsafe fn daemon_read(
             caplen = caplen.min(snapshot);
             (
                 header_of(precision, pk.timestamp, caplen, pk.wire_len),
-                pk.data.as_ptr(),
+                data_ptr(&pk.data),
             )
         };
         // `data` stays valid for the call: the slot is held until the release below

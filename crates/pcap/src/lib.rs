@@ -596,7 +596,7 @@ pub unsafe extern "C" fn pcap_next_ex(
             // SAFETY: the out-pointers are non-null; the slot lives in the handle.
             unsafe {
                 *pkt_header = &raw mut (*p).next_hdr;
-                *pkt_data = (*p).next_buf.as_ptr();
+                *pkt_data = handle::data_ptr(&(*p).next_buf);
             }
             return 1;
         }
@@ -624,7 +624,7 @@ pub unsafe extern "C" fn pcap_next(p: *mut Pcap, h: *mut PcapPkthdr) -> *const u
         // SAFETY: `h` is non-null; the slot lives in the handle.
         unsafe {
             *h = (*p).next_hdr;
-            (*p).next_buf.as_ptr()
+            handle::data_ptr(&(*p).next_buf)
         }
     })
 }
