@@ -12,7 +12,7 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::shm::{Mem, Region};
+use crate::shm::{Mem, Peers, Region};
 
 /// A filter's persistent memory: `words()` 64-bit words, shared by the filter and the
 /// application (cloning shares).
@@ -39,7 +39,7 @@ impl MBuf {
     /// [`MBuf::attach`]).
     pub fn new_shared(bytes: usize) -> io::Result<MBuf> {
         let words = bytes.div_ceil(8);
-        let region = Arc::new(Region::create("netsift-mbuf", words * 8)?);
+        let region = Arc::new(Region::create("netsift-mbuf", words * 8, Peers::ReadWrite)?);
         let mem =
             Mem::in_region(&region, 0, words).ok_or_else(|| io::Error::other("MBuf layout"))?;
         Ok(MBuf {

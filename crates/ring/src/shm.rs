@@ -3,9 +3,10 @@
 //! A [`Region`] is an anonymous memory file (`memfd_create`) mapped shared. The daemon creates
 //! one per PBuf, per IBuf, per reader control page and per MBuf, and passes the file
 //! descriptors to the application over its Unix socket; the application maps them — PBuf and
-//! IBuf from *read-only* descriptors ([`Region::read_only_fd`]), so it cannot map them
-//! writable, the control page and MBufs read-write — and reads packets with no system call
-//! per packet.
+//! IBuf from *read-only* descriptors ([`Region::read_only_fd`]) of files sealed against every
+//! future write ([`Peers::ReadOnly`]), the control page and MBufs read-write — and reads
+//! packets with no system call per packet. Every file's size is sealed: no application can
+//! truncate one under the daemon's mapping.
 //!
 //! [`Mem`] is a slice of atomics that lives either on the heap (in-process flows) or in a
 //! region (shared flows). The buffer and MBuf code use it through `Deref<Target = [T]>`, so the
@@ -98,16 +99,34 @@ fn map(fd: &OwnedFd, len: usize, writable: bool) -> io::Result<NonNull<u8>> {
     NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned null"))
 }
 
+/// What the processes a [`Region`]'s descriptor is handed to may do with the memory file. The
+/// file's size is sealed either way (`F_SEAL_SHRINK | F_SEAL_GROW`, then `F_SEAL_SEAL`): no
+/// holder of a descriptor can truncate it under the creator's mapping (a `SIGBUS` at its next
+/// access) or change its seals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peers {
+    /// Read only: also `F_SEAL_FUTURE_WRITE`, so no descriptor of the file — reopened through
+    /// `/proc/self/fd` or not — can be mapped writable, `mprotect`ed writable or written with
+    /// `write(2)`. Only the creator's own mapping, made before the seal, writes (PBuf, IBuf).
+    ReadOnly,
+    /// Read and write (a reader's control page, MBufs): whatever a peer writes there is
+    /// untrusted input to the creator.
+    ReadWrite,
+}
+
 impl Region {
     /// A new zero-filled memory file of `len` bytes (rounded up to whole pages), mapped
-    /// read-write. `name` shows in `/proc/PID/maps` and `/proc/PID/fd` (as `memfd:NAME`).
-    pub fn create(name: &str, len: usize) -> io::Result<Region> {
+    /// read-write here and sealed for `peers` (see [`Peers`]). `name` shows in
+    /// `/proc/PID/maps` and `/proc/PID/fd` (as `memfd:NAME`).
+    pub fn create(name: &str, len: usize, peers: Peers) -> io::Result<Region> {
         let page = page_size();
         let len = len.max(1).div_ceil(page) * page;
         let cname = CString::new(name.replace('\0', "?"))
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "bad memfd name"))?;
         // SAFETY: a valid C string; flags are constants.
-        let raw = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+        let raw = unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+        };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -120,12 +139,34 @@ impl Region {
             return Err(io::Error::last_os_error());
         }
         let ptr = map(&fd, len, true)?;
-        Ok(Region {
+        let region = Region {
             ptr,
             len,
             writable: true,
             fd,
-        })
+        };
+        // After our writable mapping exists: F_SEAL_FUTURE_WRITE leaves it writable.
+        let mut seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+        if peers == Peers::ReadOnly {
+            seals |= libc::F_SEAL_FUTURE_WRITE;
+        }
+        // SAFETY: a valid descriptor; F_ADD_SEALS takes an int.
+        if unsafe { libc::fcntl(region.fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(region)
+    }
+
+    /// The seals of the memory file (`F_GET_SEALS`), e.g. to check one received from another
+    /// process.
+    pub fn seals(&self) -> io::Result<i32> {
+        // SAFETY: a valid descriptor.
+        let s = unsafe { libc::fcntl(self.fd.as_raw_fd(), libc::F_GET_SEALS) };
+        if s < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(s)
+        }
     }
 
     /// Map a memory file received from another process: its whole length, read-write or
@@ -323,7 +364,7 @@ mod tests {
 
     #[test]
     fn regions_share_bytes_and_read_only_descriptors_refuse_writable_maps() {
-        let r = Arc::new(Region::create("netsift-test", 100).unwrap());
+        let r = Arc::new(Region::create("netsift-test", 100, Peers::ReadWrite).unwrap());
         assert_eq!(r.len(), page_size());
         let a: Mem<AtomicU64> = Mem::in_region(&r, 8, 4).unwrap();
         a[1].store(42, Ordering::Relaxed);

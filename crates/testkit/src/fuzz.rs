@@ -815,7 +815,7 @@ pub fn daemon_proto(data: &[u8]) {
 
 fn daemon_shm(data: &[u8]) {
     use netsift_graph::buffer::Reader;
-    use netsift_graph::shm::{Mem, Region};
+    use netsift_graph::shm::{Mem, Peers, Region};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     if data.len() < 16 {
@@ -826,7 +826,7 @@ fn daemon_shm(data: &[u8]) {
     // A memory file of `words` words: `data` cycled from `from`, then `set` words on top; the
     // returned mapping is a second one (the first is dropped), as another process would have.
     let region = |words: usize, from: usize, set: &[(usize, u64)]| -> Option<Region> {
-        let r = Arc::new(Region::create("netsift-fuzz", words * 8).ok()?);
+        let r = Arc::new(Region::create("netsift-fuzz", words * 8, Peers::ReadWrite).ok()?);
         let m: Mem<AtomicU64> = Mem::in_region(&r, 0, words)?;
         for (i, w) in m.iter().enumerate() {
             w.store(word(from + i), Ordering::Relaxed);

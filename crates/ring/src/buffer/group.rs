@@ -5,7 +5,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::shm::{Mem, One, Region};
+use crate::shm::{Mem, One, Peers, Region};
 
 use super::layout::{
     CTRL_MAGIC, Entry, GroupHead, HEAD, IBUF_MAGIC, IBuf, IbufHead, Layout, PBUF_MAGIC, Padded,
@@ -82,7 +82,7 @@ impl Group {
             .and_then(|w| w.checked_mul(8))
             .and_then(|n| n.checked_add(HEAD))
             .ok_or_else(too_large)?;
-        let region = std::sync::Arc::new(Region::create("netsift-pbuf", bytes)?);
+        let region = std::sync::Arc::new(Region::create("netsift-pbuf", bytes, Peers::ReadOnly)?);
         let bad = || io::Error::other("PBuf layout");
         let head: One<Padded<GroupHead>> = One::in_region(&region, 0).ok_or_else(bad)?;
         let headers = Mem::in_region(&region, HEAD, l.header_words()).ok_or_else(bad)?;
@@ -191,7 +191,7 @@ impl Group {
                 .checked_mul(std::mem::size_of::<Entry>())
                 .and_then(|n| n.checked_add(2 * HEAD))
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "IBuf too large"))?;
-            let ibuf = Arc::new(Region::create("netsift-ibuf", len)?);
+            let ibuf = Arc::new(Region::create("netsift-ibuf", len, Peers::ReadOnly)?);
             let head: One<Padded<IbufHead>> = One::in_region(&ibuf, 0).ok_or_else(bad)?;
             head.entries.store(cap as u64, Ordering::Relaxed);
             head.magic.store(IBUF_MAGIC, Ordering::Release);
@@ -245,7 +245,7 @@ impl Group {
         if !self.is_shared() {
             return Ok(One::heap());
         }
-        let ctrl = Arc::new(Region::create("netsift-ctrl", HEAD)?);
+        let ctrl = Arc::new(Region::create("netsift-ctrl", HEAD, Peers::ReadWrite)?);
         let rs: One<Padded<ReaderSide>> =
             One::in_region(&ctrl, 0).ok_or_else(|| io::Error::other("control page layout"))?;
         rs.magic.store(CTRL_MAGIC, Ordering::Release);
@@ -260,10 +260,16 @@ impl Group {
         ring: Arc<Ring>,
         reader: One<Padded<ReaderSide>>,
     ) -> (ReaderId, Reader) {
+        // The page is not yet handed out: its bases are still ours.
+        let bases = (
+            reader.appended_base.load(Ordering::Relaxed),
+            reader.dropped_base.load(Ordering::Relaxed),
+        );
         let ibuf = Arc::new(IBuf {
             serial,
             ring,
             reader,
+            bases,
             thread: Mutex::new(None),
         });
         let index = match table.ibufs.iter().position(Option::is_none) {

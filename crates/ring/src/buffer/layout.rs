@@ -215,7 +215,12 @@ pub(super) struct Ring {
 pub(super) struct IBuf {
     pub(super) serial: u32,
     pub(super) ring: Arc<Ring>,
+    /// The reader's control page: in a shared group the application writes it, so the writer
+    /// reads nothing there it has not bounded ([`ReaderSide`]).
     pub(super) reader: One<Padded<ReaderSide>>,
+    /// The IBuf's appended and dropped counts when this reader joined it: the writer's own
+    /// copies of the control page's bases, which the application could overwrite.
+    pub(super) bases: (u64, u64),
     /// The thread to unpark while the reader waits.
     pub(super) thread: Mutex<Option<Thread>>,
 }

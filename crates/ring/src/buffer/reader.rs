@@ -231,10 +231,16 @@ impl Reader {
         let group = Group::build(pref, l, headers, words, head);
         // No writer in this process.
         group.shared.writer.store(true, Ordering::Relaxed);
+        // The application's side: the bases are the daemon's, as the control page holds them.
+        let bases = (
+            reader.appended_base.load(Ordering::Relaxed),
+            reader.dropped_base.load(Ordering::Relaxed),
+        );
         let ibuf = Arc::new(IBuf {
             serial: 0,
             ring: Arc::new(Ring { entries, writer }),
             reader,
+            bases,
             thread: Mutex::new(None),
         });
         let mut reader = Reader::new(

@@ -1,6 +1,6 @@
 //! The counters of a group and of its readers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use super::layout::IBuf;
 #[cfg(doc)]
@@ -42,16 +42,17 @@ impl IBuf {
     /// The reader's counters ([`Reader::stats`], [`Group::reader_stats`]).
     pub(super) fn stats(&self) -> ReaderStats {
         let (r, w) = (&self.reader, &self.ring.writer);
-        // The IBuf's counters count from when this reader joined it.
-        let since = |count: &AtomicU64, base: &AtomicU64| {
-            count
-                .load(Ordering::Relaxed)
-                .wrapping_sub(base.load(Ordering::Relaxed))
-        };
+        // The IBuf's counters count from when this reader joined it (the writer's own copies
+        // of the bases). `delivered` and `overwritten` are the reader's own counts, as it
+        // stores them in its control page.
+        let (appended_base, dropped_base) = self.bases;
         ReaderStats {
-            appended: since(&w.appended, &r.appended_base),
+            appended: w
+                .appended
+                .load(Ordering::Relaxed)
+                .wrapping_sub(appended_base),
             delivered: r.delivered.load(Ordering::Relaxed),
-            dropped: since(&w.dropped, &r.dropped_base),
+            dropped: w.dropped.load(Ordering::Relaxed).wrapping_sub(dropped_base),
             overwritten: r.overwritten.load(Ordering::Relaxed),
         }
     }

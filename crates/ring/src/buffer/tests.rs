@@ -246,13 +246,15 @@ fn shared_groups_are_read_through_mappings() {
         assert!(cb.is_finished(), "the finished flag is in the PBuf");
         // Regions the wrong way round are refused with a message.
         let regions = ra.shared_regions().unwrap();
+        // (The PBuf and IBuf are sealed against writable mappings: read-only ones.)
         let rw = |reg: &Region| Region::map(reg.fd().try_clone_to_owned().unwrap(), true).unwrap();
-        let e = Reader::attach(rw(regions.ibuf), rw(regions.pbuf), rw(regions.ctrl)).unwrap_err();
+        let ro = |reg: &Region| Region::map(reg.read_only_fd().unwrap(), false).unwrap();
+        assert!(Region::map(regions.pbuf.fd().try_clone_to_owned().unwrap(), true).is_err());
+        let e = Reader::attach(ro(regions.ibuf), ro(regions.pbuf), rw(regions.ctrl)).unwrap_err();
         assert_eq!(e.to_string(), "the PBuf is not a netsift packet buffer");
-        let e = Reader::attach(rw(regions.pbuf), rw(regions.ctrl), rw(regions.ctrl)).unwrap_err();
+        let e = Reader::attach(ro(regions.pbuf), rw(regions.ctrl), rw(regions.ctrl)).unwrap_err();
         assert_eq!(e.to_string(), "the IBuf is not a netsift index buffer");
-        let ro_ctrl = Region::map(regions.ctrl.read_only_fd().unwrap(), false).unwrap();
-        let e = Reader::attach(rw(regions.pbuf), rw(regions.ibuf), ro_ctrl).unwrap_err();
+        let e = Reader::attach(ro(regions.pbuf), ro(regions.ibuf), ro(regions.ctrl)).unwrap_err();
         assert!(e.to_string().contains("writable"));
     }
 }
@@ -315,6 +317,152 @@ fn a_lying_reader_cannot_break_the_writer() {
     }
     let st = g.reader_stats(a).unwrap();
     assert_eq!(st.appended + st.dropped, 4);
+}
+
+/// What a hostile application holding a descriptor tries on a shared file: reopen it
+/// read-write through `/proc/self/fd` (allowed for root, as these tests run), map it writable,
+/// make a read-only mapping writable, write to it, resize it, seal it further. Returns which
+/// attempts succeeded.
+fn attacks_that_succeed(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> Vec<&'static str> {
+    let mut ok = Vec::new();
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+    // SAFETY: plain system calls on descriptors this function owns and closes; mappings are
+    // unmapped before returning.
+    unsafe {
+        let rw = libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        assert!(
+            rw >= 0,
+            "reopen read-write: {}",
+            std::io::Error::last_os_error()
+        );
+        let prot_rw = libc::PROT_READ | libc::PROT_WRITE;
+        let m = libc::mmap(std::ptr::null_mut(), len, prot_rw, libc::MAP_SHARED, rw, 0);
+        if m != libc::MAP_FAILED {
+            ok.push("writable shared mapping");
+            libc::munmap(m, len);
+        }
+        let m = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            rw,
+            0,
+        );
+        assert_ne!(m, libc::MAP_FAILED, "a read-only mapping");
+        if libc::mprotect(m, len, prot_rw) == 0 {
+            ok.push("mprotect to writable");
+        }
+        libc::munmap(m, len);
+        if libc::pwrite(rw, [0xffu8; 8].as_ptr().cast(), 8, 0) == 8 {
+            ok.push("write(2)");
+        }
+        for size in [0, 1, len as libc::off_t * 2] {
+            if libc::ftruncate(rw, size) == 0 {
+                ok.push("ftruncate");
+            }
+        }
+        if libc::fallocate(rw, 0, 0, len as libc::off_t * 2) == 0 {
+            ok.push("fallocate");
+        }
+        if libc::fcntl(rw, libc::F_ADD_SEALS, libc::F_SEAL_WRITE) == 0 {
+            ok.push("add a seal");
+        }
+        libc::close(rw);
+    }
+    ok
+}
+
+#[test]
+fn shared_files_resist_a_hostile_holder() {
+    let g = Group::new_shared(8, 256, Preference::SlowReader).unwrap();
+    let (a, ra) = g.try_add_reader(16).unwrap();
+    let regions = ra.shared_regions().unwrap();
+    for (name, region) in [("PBuf", regions.pbuf), ("IBuf", regions.ibuf)] {
+        let fd = region.read_only_fd().unwrap();
+        use std::os::fd::AsFd;
+        assert_eq!(
+            attacks_that_succeed(fd.as_fd(), region.len()),
+            Vec::<&str>::new(),
+            "{name}"
+        );
+    }
+    // The control page and MBufs are the application's to write, never to resize or seal.
+    let mbuf = crate::mbuf::MBuf::new_shared(4096).unwrap();
+    for (name, region) in [
+        ("control page", regions.ctrl),
+        ("MBuf", mbuf.region().unwrap()),
+    ] {
+        assert_eq!(
+            attacks_that_succeed(region.fd(), region.len()),
+            [
+                "writable shared mapping",
+                "mprotect to writable",
+                "write(2)"
+            ],
+            "{name}"
+        );
+        assert_eq!(region.len(), 4096, "{name} kept its size");
+    }
+    // The group still serves a reader (the attacked one's position is garbage now: write(2)
+    // above filled it with 0xff; that is its own loss).
+    let (b, rb) = g.try_add_reader(16).unwrap();
+    let mut client = attach_like_a_client(&rb);
+    let mut w = g.writer().unwrap();
+    for seq in 0..4 {
+        w.write(&pkt(&payload(seq)), &[(a, 1), (b, 1)]);
+    }
+    let mut got = 0;
+    while client.next().is_some() {
+        got += 1;
+    }
+    assert_eq!(got, 4);
+}
+
+#[test]
+fn a_control_page_of_garbage_cannot_break_the_writer() {
+    for pref in [Preference::SlowReader, Preference::FastReader] {
+        let g = Group::new_shared(8, 64, pref).unwrap();
+        let (a, ra) = g.try_add_reader(8).unwrap();
+        let (b, rb) = g.try_add_reader(8).unwrap();
+        let client = attach_like_a_client(&ra);
+        let mut honest = attach_like_a_client(&rb);
+        let ctrl = Arc::clone(client.ibuf.reader.region().unwrap());
+        let words: Mem<AtomicU64> = Mem::in_region(&ctrl, 0, ctrl.len() / 8).unwrap();
+        let mut w = g.writer().unwrap();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut honest_got = 0u64;
+        for seq in 0..2_000u64 {
+            for word in words.iter() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let v = match x % 4 {
+                    0 => x,
+                    1 => seq.wrapping_sub(x % 16),
+                    2 => u64::MAX - x % 3,
+                    _ => 0,
+                };
+                word.store(v, Ordering::Release);
+            }
+            w.write(&pkt(&payload(seq % 50)), &[(a, 1), (b, 2)]);
+            while let Some(d) = honest.next() {
+                assert_eq!(d.result, 2);
+                honest_got += 1;
+            }
+            honest.release();
+        }
+        // The writer's own counts of the liar's IBuf stay exact; the honest reader in another
+        // IBuf is hurt only under slow-reader preference, where the group's PBuf is shared.
+        let st = g.reader_stats(a).unwrap();
+        assert_eq!(st.appended + st.dropped, 2_000, "{pref:?} {st:?}");
+        let sb = g.reader_stats(b).unwrap();
+        assert_eq!(sb.appended + sb.dropped, 2_000, "{pref:?} {sb:?}");
+        assert_eq!(honest_got, sb.appended, "{pref:?}");
+        if pref == Preference::FastReader {
+            assert_eq!(honest_got, 2_000);
+        }
+    }
 }
 
 #[test]

@@ -35,13 +35,16 @@ struct WriterRing {
 }
 
 impl WriterRing {
-    /// The oldest `R_i` of the ring's readers (never past `W_i`: a reader in another process
-    /// may store anything), loaded with `Acquire` — their reads of everything before it
-    /// happen before our next write of those entries and slots.
+    /// The oldest `R_i` of the ring's readers, loaded with `Acquire` — their reads of
+    /// everything before it happen before our next write of those entries and slots. A reader
+    /// in another process may store anything: `R_i` is bounded to the entries the IBuf can
+    /// hold, `W_i - capacity ..= W_i`, so a lie can make the writer drop for this IBuf's
+    /// readers (the liar's own group) and nothing else.
     fn oldest_r(&self) -> u64 {
+        let lowest = self.w.saturating_sub(self.ring.entries.len() as u64);
         self.readers
             .iter()
-            .map(|b| b.reader.r.load(Ordering::Acquire).min(self.w))
+            .map(|b| b.reader.r.load(Ordering::Acquire).clamp(lowest, self.w))
             .min()
             .unwrap_or(self.w)
     }
