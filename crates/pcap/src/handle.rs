@@ -628,7 +628,7 @@ unsafe fn offline_step(
                 return Step::Packet(false);
             }
         }
-        (header(precision, &packet, caplen), data_ptr(&packet.data))
+        (header(precision, &packet, caplen), data_ptr(packet.data))
     };
     deliver(p, &hdr, data);
     Step::Packet(true)
@@ -715,7 +715,7 @@ pub(crate) unsafe fn live_read(
         }
         caplen = caplen.min(snapshot.unsigned_abs());
         let hdr = header_of(precision, pk.timestamp, caplen, pk.wire_len);
-        deliver(p, &hdr, data_ptr(&pk.data));
+        deliver(p, &hdr, data_ptr(pk.data));
         n += 1;
         if (cnt > 0 && n >= cnt) || brk.load(Ordering::Relaxed) {
             Flow::Stop
@@ -838,7 +838,7 @@ pub(crate) unsafe fn daemon_read(
             caplen = caplen.min(snapshot);
             (
                 header_of(precision, pk.timestamp, caplen, pk.wire_len),
-                data_ptr(&pk.data),
+                data_ptr(pk.data),
             )
         };
         // `data` stays valid for the call: the slot is held until the release below
