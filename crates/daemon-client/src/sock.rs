@@ -74,7 +74,13 @@ pub struct Listener {
 impl Listener {
     /// Listen at `path` (a stale socket file there is replaced; any other file is an error),
     /// with permissions `mode` (e.g. `0o660`).
+    ///
+    /// The socket never exists at `path` with other permissions, and nothing at `path` is
+    /// followed: it is bound and given its mode inside a directory of its own (mode 0700,
+    /// beside `path`), then renamed into place, which replaces a stale socket — or a symlink
+    /// put there meanwhile, not what it points to — in one step.
     pub fn bind(path: &Path, mode: u32) -> io::Result<Listener> {
+        sockaddr(path)?;
         match std::fs::symlink_metadata(path) {
             Ok(m) => {
                 use std::os::unix::fs::FileTypeExt;
@@ -90,33 +96,51 @@ impl Listener {
                         format!("another daemon listens on {}", path.display()),
                     ));
                 }
-                std::fs::remove_file(path)?;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
-        let fd = socket()?;
-        let (addr, len) = sockaddr(path)?;
-        // SAFETY: a valid address of `len` bytes.
-        cvt(unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&raw const addr).cast::<libc::sockaddr>(),
-                len,
-            )
-        })?;
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
-        // SAFETY: a valid C string.
-        cvt(unsafe { libc::chmod(cpath.as_ptr(), mode as libc::mode_t) })?;
-        // SAFETY: a bound socket.
-        cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
-        set_nonblocking(fd.as_raw_fd())?;
-        Ok(Listener { fd })
+        if path.file_name().is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("socket path {} names no file", path.display()),
+            ));
+        }
+        let dir = path.with_file_name(format!(".netsiftd-{}", std::process::id()));
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        }
+        let inner = dir.join("s");
+        let result = (|| {
+            let fd = socket()?;
+            let (addr, len) = sockaddr(&inner)?;
+            // SAFETY: a valid address of `len` bytes.
+            cvt(unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&raw const addr).cast::<libc::sockaddr>(),
+                    len,
+                )
+            })?;
+            let cpath = CString::new(inner.as_os_str().as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+            // SAFETY: a valid C string, in a directory only this process's user can enter.
+            cvt(unsafe { libc::chmod(cpath.as_ptr(), mode as libc::mode_t) })?;
+            std::fs::rename(&inner, path)?;
+            // SAFETY: a bound socket.
+            cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
+            set_nonblocking(fd.as_raw_fd())?;
+            Ok(Listener { fd })
+        })();
+        let _ = std::fs::remove_file(&inner);
+        let _ = std::fs::remove_dir(&dir);
+        result
     }
 
     /// Accept a connection if one is waiting (`Ok(None)` otherwise), with the peer's
-    /// credentials.
+    /// credentials. The connection is non-blocking: [`Conn::try_send`] answers on it without
+    /// ever waiting for the peer.
     pub fn accept(&self) -> io::Result<Option<(Conn, PeerCred)>> {
         // SAFETY: no address is requested.
         let r = unsafe {
@@ -124,7 +148,7 @@ impl Listener {
                 self.fd.as_raw_fd(),
                 std::ptr::null_mut(),
                 std::ptr::null_mut(),
-                libc::SOCK_CLOEXEC,
+                libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
             )
         };
         if r < 0 {
@@ -201,8 +225,23 @@ impl Conn {
         })
     }
 
-    /// Send one message with `fds` (duplicated into the receiver).
+    /// Send one message with `fds` (duplicated into the receiver), waiting for room if the
+    /// connection is blocking.
     pub fn send(&self, msg: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        self.send_with(msg, fds, 0).map(|_| ())
+    }
+
+    /// Send one message with `fds` if the peer's receive queue has room now: `Ok(false)` when
+    /// it has not (nothing was sent).
+    pub fn try_send(&self, msg: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<bool> {
+        match self.send_with(msg, fds, libc::MSG_DONTWAIT) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn send_with(&self, msg: &[u8], fds: &[BorrowedFd<'_>], flags: libc::c_int) -> io::Result<()> {
         if fds.len() > MAX_FDS {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -239,7 +278,7 @@ impl Conn {
         loop {
             // SAFETY: a valid message header; MSG_NOSIGNAL: a dead peer is an error, not a
             // SIGPIPE.
-            let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
+            let r = unsafe { libc::sendmsg(self.fd.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL | flags) };
             if r >= 0 {
                 return Ok(());
             }

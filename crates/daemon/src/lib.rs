@@ -16,4 +16,4 @@ pub use netsift_daemon_client::{client, proto, sock};
 
 pub use client::{Client, ClientError, Flow, FlowStats};
 pub use proto::OpenOptions;
-pub use server::{Background, Config, Daemon, GroupBy};
+pub use server::{Background, Config, Daemon, GroupBy, Limits};

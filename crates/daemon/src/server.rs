@@ -29,7 +29,7 @@
 //! and closed in the daemon; the kernel frees them when the application's mappings are gone).
 //! The other applications are not disturbed.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -42,7 +42,7 @@ use netsift_graph::policy::Policy;
 use netsift_graph::{FlowId, FlowOptions, Runtime, standard_registry};
 
 use crate::proto::{OpenOptions, Reply, Request};
-use crate::sock::{Conn, Listener, PeerCred};
+use crate::sock::{Conn, Listener, MAX_FDS, PeerCred};
 
 /// Packets taken from the sources between two looks at the control sockets (and between two
 /// wake-ups of a waiting application): a device source lends them straight from its ring.
@@ -50,6 +50,34 @@ pub const BATCH: usize = 4096;
 
 /// Classes only root may use through the daemon: they open paths with the daemon's rights.
 pub const ROOT_ONLY_CLASSES: &[&str] = &["file", "pcap"];
+
+/// Replies a connection may leave unread before the daemon disconnects it: the daemon never
+/// waits for an application to read (its socket is non-blocking; replies wait in a queue of
+/// this length).
+pub const MAX_PENDING_REPLIES: usize = 64;
+
+/// Requests answered on one connection per turn, so that one busy application cannot keep
+/// the daemon from the others or from the packets.
+pub const REQUESTS_PER_TURN: usize = 16;
+
+/// How many applications may be connected: in all, and per user id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections in all.
+    pub connections: usize,
+    /// Connections of one user id.
+    pub connections_per_user: usize,
+}
+
+impl Default for Limits {
+    /// 1,024 connections, 64 per user.
+    fn default() -> Limits {
+        Limits {
+            connections: 1024,
+            connections_per_user: 64,
+        }
+    }
+}
 
 /// Which applications share a flow group (a PBuf).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -102,6 +130,8 @@ pub struct Config {
     pub group_by: GroupBy,
     /// Log connections, flows and decisions to standard error.
     pub verbose: bool,
+    /// How many applications may be connected.
+    pub limits: Limits,
 }
 
 impl Config {
@@ -113,6 +143,7 @@ impl Config {
             policy: Policy::allow_all(),
             group_by: GroupBy::default(),
             verbose: false,
+            limits: Limits::default(),
         }
     }
 }
@@ -125,6 +156,8 @@ struct Session {
     group: String,
     /// The daemon's end of each of its flows (dropping it unregisters the reader).
     flows: BTreeMap<FlowId, Reader>,
+    /// Replies not yet taken by the peer's socket, oldest first.
+    out: VecDeque<(Vec<u8>, Vec<OwnedFd>)>,
 }
 
 /// What the daemon holds right now (for logs and tests).
@@ -153,6 +186,10 @@ pub struct Daemon {
     logged: HashSet<String>,
     /// The IBufs woken in the current batch ([`Reader::wake_attached_once`]).
     woken: Vec<usize>,
+    /// A descriptor held in reserve: when `accept` fails for want of descriptors, it is closed
+    /// to accept (and refuse) the waiting connection, so that it does not keep the listener
+    /// ready and the daemon busy.
+    spare: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -194,6 +231,7 @@ impl Daemon {
             finished: false,
             logged: HashSet::new(),
             woken: Vec::new(),
+            spare: std::fs::File::open("/dev/null").ok(),
         })
     }
 
@@ -298,20 +336,28 @@ impl Daemon {
         self.woken = woken;
     }
 
-    /// Accept connections and answer requests; wait up to `timeout_ms` for the first event.
+    /// Accept connections, answer requests and send queued replies; wait up to `timeout_ms`
+    /// for the first event. Never blocks on an application.
     fn serve(&mut self, timeout_ms: i32) -> io::Result<()> {
         let ids: Vec<u64> = self.sessions.keys().copied().collect();
-        let mut fds: Vec<libc::pollfd> = std::iter::once(self.listener.as_fd().as_raw_fd())
-            .chain(
-                ids.iter()
-                    .map(|id| self.sessions[id].conn.as_fd().as_raw_fd()),
-            )
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
+        let mut fds: Vec<libc::pollfd> = std::iter::once(libc::pollfd {
+            fd: self.listener.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .chain(ids.iter().map(|id| {
+            let s = &self.sessions[id];
+            libc::pollfd {
+                fd: s.conn.as_fd().as_raw_fd(),
+                events: if s.out.is_empty() {
+                    libc::POLLIN
+                } else {
+                    libc::POLLIN | libc::POLLOUT
+                },
                 revents: 0,
-            })
-            .collect();
+            }
+        }))
+        .collect();
         // SAFETY: a valid array of pollfd.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if n < 0 {
@@ -326,20 +372,72 @@ impl Daemon {
             return Ok(());
         }
         if fds[0].revents != 0 {
-            self.accept_all()?;
+            self.accept_all();
         }
         for (i, id) in ids.into_iter().enumerate() {
-            if fds[i + 1].revents != 0 {
+            let ev = fds[i + 1].revents;
+            if ev & libc::POLLOUT != 0 {
+                self.flush(id);
+            }
+            if ev & !libc::POLLOUT != 0 {
                 self.serve_session(id);
             }
         }
         Ok(())
     }
 
-    fn accept_all(&mut self) -> io::Result<()> {
-        while let Some((conn, cred)) = self.listener.accept()? {
+    /// Accept every waiting connection. Nothing here stops the daemon: a connection that
+    /// cannot be accepted or identified is refused and logged, and when descriptors run out
+    /// the reserve one makes room to refuse the waiting connection.
+    fn accept_all(&mut self) {
+        loop {
+            let (conn, cred) = match self.listener.accept() {
+                Ok(Some(c)) => c,
+                Ok(None) => return,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    self.note_once(format!("accepting a connection: {e}; refusing connections"));
+                    // Close the reserve, take the connection and close it, reopen the reserve.
+                    self.spare = None;
+                    if let Ok(Some((conn, _))) = self.listener.accept() {
+                        drop(conn);
+                    }
+                    self.spare = std::fs::File::open("/dev/null").ok();
+                    return;
+                }
+                Err(e) => {
+                    self.note_once(format!("accepting a connection: {e}"));
+                    return;
+                }
+            };
             let id = self.next_session;
             self.next_session += 1;
+            let of_user = self
+                .sessions
+                .values()
+                .filter(|s| s.cred.uid == cred.uid)
+                .count();
+            let limits = self.cfg.limits;
+            let refusal = if self.sessions.len() >= limits.connections {
+                Some(format!(
+                    "netsiftd serves at most {} connections",
+                    limits.connections
+                ))
+            } else if of_user >= limits.connections_per_user {
+                Some(format!(
+                    "netsiftd serves at most {} connections of one user (uid {} has {of_user})",
+                    limits.connections_per_user, cred.uid
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = refusal {
+                self.log(&format!(
+                    "connection {id}: pid {} uid {} refused: {why}",
+                    cred.pid, cred.uid
+                ));
+                let _ = conn.try_send(Reply::Err(why).encode().as_bytes(), &[]);
+                continue;
+            }
             let user = user_name(cred.uid);
             let group = self.cfg.group_by.group(&cred, id);
             self.log(&format!(
@@ -354,31 +452,41 @@ impl Daemon {
                     user,
                     group,
                     flows: BTreeMap::new(),
+                    out: VecDeque::new(),
                 },
             );
         }
-        Ok(())
     }
 
-    /// Answer every request waiting on a connection; close it when the peer went away.
+    /// Log `msg` to standard error the first time it happens.
+    fn note_once(&mut self, msg: String) {
+        if self.logged.insert(msg.clone()) {
+            eprintln!("netsiftd: {msg}");
+        }
+    }
+
+    /// Answer up to [`REQUESTS_PER_TURN`] requests waiting on a connection (the rest wait for
+    /// the next turn); close it when the peer went away or leaves its replies unread.
     fn serve_session(&mut self, id: u64) {
-        loop {
+        for _ in 0..REQUESTS_PER_TURN {
             let Some(s) = self.sessions.get(&id) else {
                 return;
             };
+            if s.out.len() >= MAX_PENDING_REPLIES {
+                // Reading more would only queue more: the peer must read first.
+                return;
+            }
             match s.conn.recv(false) {
                 Ok(Some((msg, _fds))) => {
                     let (reply, fds) = match Request::parse(&msg) {
                         Ok(req) => self.handle(id, req),
                         Err(e) => (Reply::Err(e.0), Vec::new()),
                     };
-                    let Some(s) = self.sessions.get(&id) else {
+                    let Some(s) = self.sessions.get_mut(&id) else {
                         return;
                     };
-                    let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
-                    if let Err(e) = s.conn.send(reply.encode().as_bytes(), &borrowed) {
-                        self.log(&format!("connection {id}: reply failed: {e}"));
-                        self.drop_session(id);
+                    s.out.push_back((reply.encode().into_bytes(), fds));
+                    if !self.flush(id) {
                         return;
                     }
                 }
@@ -389,6 +497,38 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Send the queued replies the peer's socket takes now. Disconnects a peer that leaves
+    /// [`MAX_PENDING_REPLIES`] unread, or whose socket failed; returns whether it is still
+    /// connected.
+    fn flush(&mut self, id: u64) -> bool {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return false;
+        };
+        while let Some((msg, fds)) = s.out.front() {
+            let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+            match s.conn.try_send(msg, &borrowed) {
+                Ok(true) => {
+                    s.out.pop_front();
+                }
+                Ok(false) => break,
+                Err(e) => {
+                    self.log(&format!("connection {id}: reply failed: {e}"));
+                    self.drop_session(id);
+                    return false;
+                }
+            }
+        }
+        let unread = s.out.len();
+        if unread >= MAX_PENDING_REPLIES {
+            self.log(&format!(
+                "connection {id}: {unread} replies unread; disconnected"
+            ));
+            self.drop_session(id);
+            return false;
+        }
+        true
     }
 
     /// Close a connection and every flow it opened.
@@ -560,6 +700,16 @@ impl Daemon {
                 fds.push(r.fd().try_clone_to_owned()?);
                 mbufs.push(format!("{i}:{}", m.len()));
             }
+        }
+        if fds.len() > MAX_FDS {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the flow has {} MBufs; a reply carries at most {}",
+                    fds.len() - 3,
+                    MAX_FDS - 3
+                ),
+            ));
         }
         let link = nodes
             .last()

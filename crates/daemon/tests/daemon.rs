@@ -26,10 +26,14 @@ struct Running {
 
 impl Running {
     fn start(name: &str, group_by: GroupBy) -> Running {
+        Running::start_with(name, |cfg| cfg.group_by = group_by)
+    }
+
+    fn start_with(name: &str, set: impl FnOnce(&mut Config)) -> Running {
         let path =
             std::env::temp_dir().join(format!("netsiftd-{name}-{}.sock", std::process::id()));
         let mut cfg = Config::new(&path);
-        cfg.group_by = group_by;
+        set(&mut cfg);
         Running {
             daemon: Daemon::bind(cfg).expect("bind").spawn(),
             path,
@@ -338,4 +342,133 @@ fn flows_asking_to_share_read_one_ibuf() {
         f.close().unwrap();
     }
     assert_eq!(d.stop().flows, 0);
+}
+
+/// A client that sends requests and never reads the replies is disconnected once
+/// `MAX_PENDING_REPLIES` wait for it; the daemon never blocks on it, and the others are
+/// answered all along.
+#[test]
+fn a_client_that_never_reads_cannot_stall_the_daemon() {
+    use netsift_daemon::proto::Request;
+    use netsift_daemon::sock::Conn;
+    let _serial = serial();
+    let d = Running::start("noread", GroupBy::UidGid);
+    let good = d.client();
+    let mut flow = good.open("(gen,5,200)", &OpenOptions::default()).unwrap();
+    let hostile = Conn::connect(&d.path).unwrap();
+    let list = Request::List.encode();
+    let (mut sent, mut answered) = (0usize, 0usize);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match hostile.try_send(list.as_bytes(), &[]) {
+            Ok(true) => sent += 1,
+            Ok(false) => std::thread::sleep(Duration::from_millis(1)),
+            // Disconnected: the daemon gave up on it.
+            Err(_) => break,
+        }
+        if sent % 50 == 0 {
+            // Someone else is answered throughout.
+            good.list().expect("the other client is answered");
+            answered += 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never disconnected after {sent} requests"
+        );
+    }
+    assert!(sent > netsift_daemon::server::MAX_PENDING_REPLIES, "{sent}");
+    assert!(answered > 0);
+    assert_eq!(
+        drain(&mut flow).len(),
+        200,
+        "the other client's flow is intact"
+    );
+    assert!(d.status_probe(&good) >= 1);
+    assert_eq!(
+        d.daemon.status().sessions,
+        1,
+        "the hostile connection is gone"
+    );
+    drop(flow);
+    d.stop();
+}
+
+#[test]
+fn connections_per_user_are_limited() {
+    let _serial = serial();
+    let d = Running::start_with("connlimit", |cfg| {
+        cfg.limits.connections_per_user = 3;
+    });
+    let clients: Vec<Client> = (0..3).map(|_| d.client()).collect();
+    for c in &clients {
+        c.list().unwrap();
+    }
+    let extra = d.client();
+    match extra.list() {
+        Err(ClientError::Refused(m)) => {
+            assert!(m.contains("at most 3 connections of one user"), "{m}")
+        }
+        other => panic!("a fourth connection: {other:?}"),
+    }
+    drop(clients);
+    // Room again once the others left.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if d.client().list().is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no room after the others left");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.stop();
+}
+
+/// The socket is created with its mode (never briefly with another), and nothing at the path
+/// is followed: a symlink there is refused, its target untouched.
+#[test]
+fn the_socket_is_created_with_its_mode_and_follows_no_link() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let _serial = serial();
+    let d = Running::start_with("mode", |cfg| cfg.mode = 0o604);
+    let mode = std::fs::symlink_metadata(&d.path)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o604);
+    d.client().list().unwrap();
+    d.stop();
+    let dir = std::env::temp_dir().join(format!("netsiftd-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let target = dir.join("target");
+    std::fs::write(&target, b"x").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.join("netsiftd.sock");
+    let _ = std::fs::remove_file(&link);
+    symlink(&target, &link).unwrap();
+    let e = Daemon::bind(Config::new(&link)).unwrap_err();
+    assert!(e.to_string().contains("is not a socket"), "{e}");
+    let m = std::fs::metadata(&target).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o600, "the target's mode");
+    assert_eq!(std::fs::read(&target).unwrap(), b"x");
+    // No private directory is left beside the path.
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A flow with more MBufs than one reply can carry is refused with a message; the
+/// connection stays.
+#[test]
+fn a_flow_with_too_many_mbufs_is_refused_clearly() {
+    let _serial = serial();
+    let d = Running::start("mbufs", GroupBy::UidGid);
+    let c = d.client();
+    let text = format!("(gen,1,10){}", " -> (packetcount,,8)".repeat(62));
+    match c.open(&text, &OpenOptions::default()) {
+        Err(ClientError::Refused(m)) => assert!(m.contains("MBufs"), "{m}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("62 MBufs accepted"),
+    }
+    c.list().expect("the connection survives");
+    d.stop();
 }
