@@ -190,6 +190,7 @@ fn graph(target: Target, expr: &str) -> Result<Program, String> {
     let ctx = Context {
         target: Some(target),
         mbuf_bytes: 0,
+        access: Default::default(),
     };
     let arg = Arg {
         text: expr.to_string(),

@@ -123,8 +123,17 @@ impl Client {
 
     fn call(&self, req: &Request) -> Result<(String, Vec<OwnedFd>), ClientError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        conn.send(req.encode().as_bytes(), &[])?;
-        let Some((msg, fds)) = conn.recv(true)? else {
+        // The daemon may have said why it closed the connection (too many connections): a
+        // message still queued after the error.
+        let reason = |e: io::Error| match conn.recv(false) {
+            Ok(Some((msg, _))) => match Reply::parse(&msg) {
+                Ok(Reply::Err(m)) => ClientError::Refused(m),
+                _ => ClientError::Io(e),
+            },
+            _ => ClientError::Io(e),
+        };
+        conn.send(req.encode().as_bytes(), &[]).map_err(reason)?;
+        let Some((msg, fds)) = conn.recv(true).map_err(reason)? else {
             return Err(ClientError::Io(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "the daemon closed the connection",

@@ -225,6 +225,37 @@ impl Conn {
         })
     }
 
+    /// The supplementary groups of the process at the other end, as of when it connected
+    /// (`SO_PEERGROUPS`).
+    pub fn peer_groups(&self) -> io::Result<Vec<u32>> {
+        let mut groups: Vec<libc::gid_t> = vec![0; 64];
+        loop {
+            let mut len = (groups.len() * size_of::<libc::gid_t>()) as libc::socklen_t;
+            // SAFETY: a buffer of `len` bytes.
+            let r = unsafe {
+                libc::getsockopt(
+                    self.fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_PEERGROUPS,
+                    groups.as_mut_ptr().cast(),
+                    &mut len,
+                )
+            };
+            let n = len as usize / size_of::<libc::gid_t>();
+            if r == 0 {
+                groups.truncate(n);
+                return Ok(groups);
+            }
+            let e = io::Error::last_os_error();
+            // ERANGE: `len` says how much is needed (at most NGROUPS_MAX, 65536).
+            if e.raw_os_error() == Some(libc::ERANGE) && n > groups.len() && n <= 65_536 {
+                groups.resize(n, 0);
+                continue;
+            }
+            return Err(e);
+        }
+    }
+
     /// Send one message with `fds` (duplicated into the receiver), waiting for room if the
     /// connection is blocking.
     pub fn send(&self, msg: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {

@@ -18,8 +18,10 @@
 //! and filter instances are shared only within a group ([`Runtime::set_shared_memory`]), so a
 //! group never sees another group's packets or filter memory. Applications get the PBuf and
 //! IBuf read-only (descriptors reopened `O_RDONLY`), their control page and MBufs read-write.
-//! The policy file is checked against the peer's user name ([`Policy`]); classes that open
-//! paths with the daemon's rights (`file`, `pcap`) are refused to everyone but root.
+//! The policy file is checked against the peer's user and group names ([`Policy`]; without
+//! one, [`Policy::daemon_default`]: root and the group `netsift`). Every path a flow names is
+//! opened with the peer's rights, regular files only, without waiting ([`Access::User`]);
+//! classes that load kernel programs are root's unless the policy grants them.
 //!
 //! # Going away
 //!
@@ -37,6 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
+use netsift_graph::access::{Access, Creds};
 use netsift_graph::buffer::Reader;
 use netsift_graph::policy::Policy;
 use netsift_graph::{FlowId, FlowOptions, Runtime, standard_registry};
@@ -47,9 +50,6 @@ use crate::sock::{Conn, Listener, MAX_FDS, PeerCred};
 /// Packets taken from the sources between two looks at the control sockets (and between two
 /// wake-ups of a waiting application): a device source lends them straight from its ring.
 pub const BATCH: usize = 4096;
-
-/// Classes only root may use through the daemon: they open paths with the daemon's rights.
-pub const ROOT_ONLY_CLASSES: &[&str] = &["file", "pcap"];
 
 /// Replies a connection may leave unread before the daemon disconnects it: the daemon never
 /// waits for an application to read (its socket is non-blocking; replies wait in a queue of
@@ -135,12 +135,13 @@ pub struct Config {
 }
 
 impl Config {
-    /// Listen at `socket` (mode 0660), allow every flow, group by uid and gid.
+    /// Listen at `socket` (mode 0660) with the default policy ([`Policy::daemon_default`]:
+    /// root and the group `netsift`), group by uid and gid.
     pub fn new(socket: impl Into<PathBuf>) -> Config {
         Config {
             socket: socket.into(),
             mode: 0o660,
-            policy: Policy::allow_all(),
+            policy: Policy::daemon_default(),
             group_by: GroupBy::default(),
             verbose: false,
             limits: Limits::default(),
@@ -153,6 +154,10 @@ struct Session {
     conn: Conn,
     cred: PeerCred,
     user: String,
+    /// The peer's supplementary group ids (`SO_PEERGROUPS`).
+    groups: Vec<u32>,
+    /// The names of its primary and supplementary groups, for the policy.
+    group_names: Vec<String>,
     group: String,
     /// The daemon's end of each of its flows (dropping it unregisters the reader).
     flows: BTreeMap<FlowId, Reader>,
@@ -214,6 +219,26 @@ pub fn user_name(uid: u32) -> String {
             })
         })
         .unwrap_or_else(|| format!("uid:{uid}"))
+}
+
+/// The names of group `gid` and of `groups` from `/etc/group` (`gid:N` for an id without
+/// one): what policy `group` rules name.
+pub fn group_names(gid: u32, groups: &[u32]) -> Vec<String> {
+    let table = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    let name = |id: u32| {
+        table
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split(':');
+                let name = f.next()?;
+                let n: u32 = f.nth(1)?.parse().ok()?;
+                (n == id).then(|| name.to_string())
+            })
+            .unwrap_or_else(|| format!("gid:{id}"))
+    };
+    let mut ids = vec![gid];
+    ids.extend(groups.iter().copied().filter(|&g| g != gid));
+    ids.into_iter().map(name).collect()
 }
 
 impl Daemon {
@@ -438,7 +463,12 @@ impl Daemon {
                 let _ = conn.try_send(Reply::Err(why).encode().as_bytes(), &[]);
                 continue;
             }
+            let Ok(groups) = conn.peer_groups() else {
+                self.log(&format!("connection {id}: no peer groups; refused"));
+                continue;
+            };
             let user = user_name(cred.uid);
+            let group_names = group_names(cred.gid, &groups);
             let group = self.cfg.group_by.group(&cred, id);
             self.log(&format!(
                 "connection {id}: pid {} uid {} ({user}) gid {} → group {group}",
@@ -450,6 +480,8 @@ impl Daemon {
                     conn,
                     cred,
                     user,
+                    groups,
+                    group_names,
                     group,
                     flows: BTreeMap::new(),
                     out: VecDeque::new(),
@@ -620,28 +652,17 @@ impl Daemon {
         graph: &str,
     ) -> Result<(Reply, Vec<OwnedFd>), String> {
         let s = &self.sessions[&sid];
-        let (user, group, uid) = (s.user.clone(), s.group.clone(), s.cred.uid);
-        if uid != 0 {
-            let specs = netsift_graph::lang::parse(graph).map_err(|e| e.render(graph))?;
-            for f in specs.iter().flat_map(|s| s.filters()) {
-                if ROOT_ONLY_CLASSES
-                    .iter()
-                    .any(|c| c.eq_ignore_ascii_case(&f.class))
-                {
-                    return Err(netsift_graph::lang::render(
-                        graph,
-                        f.class_span,
-                        &format!(
-                            "`{}` opens files with the daemon's rights: only root may use it \
-                             through netsiftd (you are {user})",
-                            f.class
-                        ),
-                    ));
-                }
-            }
-        }
+        let (user, group) = (s.user.clone(), s.group.clone());
+        // Paths the flow names are opened with the peer's rights, never the daemon's.
+        let access = Access::User(Creds {
+            uid: s.cred.uid,
+            gid: s.cred.gid,
+            groups: s.groups.clone(),
+        });
         let opts = FlowOptions {
             user: user.clone(),
+            groups: s.group_names.clone(),
+            access,
             group: Some(group.clone()),
             preference: o.preference,
             slots: o.slots,

@@ -10,6 +10,7 @@
 //! Add a class by implementing [`FilterClass`] and registering it in a [`Registry`]; `netsift
 //! flow --list-classes` prints the registry.
 
+use crate::access::Access;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -178,6 +179,8 @@ pub struct Context {
     pub target: Option<Target>,
     /// The size of the instance's MBuf in bytes (a multiple of 8 once allocated).
     pub mbuf_bytes: usize,
+    /// Whose rights open the paths the arguments name ([`Access`]).
+    pub access: Access,
 }
 
 impl Context {
@@ -200,6 +203,19 @@ pub trait FilterClass: Send + Sync {
 
     /// Whether instances are sources.
     fn is_source(&self) -> bool {
+        false
+    }
+
+    /// Whether instances load programs into the kernel (the policy grants these to root only,
+    /// unless an `allow kernel` rule applies).
+    fn loads_kernel_programs(&self) -> bool {
+        false
+    }
+
+    /// Whether an instance with these arguments opens a path (through [`Context::access`]):
+    /// such instances are shared only between flows of the same [`Access`].
+    fn opens_paths(&self, args: &[Arg]) -> bool {
+        let _ = args;
         false
     }
 

@@ -14,6 +14,7 @@
 //! scan over the nodes, each filter running when one of its upstream nodes passed the packet
 //! (a stage's filters are joined: a packet two of them pass reaches the next stage once).
 
+use crate::access::Access;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -65,6 +66,8 @@ struct Key {
     mbuf: usize,
     upstream: Vec<NodeId>,
     scope: Option<String>,
+    /// For a filter that opens paths: whose rights opened them ([`Access::key`]).
+    access: Option<String>,
 }
 
 /// A filter to place: its class, arguments and MBuf size.
@@ -80,6 +83,8 @@ pub struct Spec {
     /// (`None`: any flow's). `netsiftd` scopes filters by flow group, so that one group never
     /// sees — or writes — another group's filter memory.
     pub scope: Option<String>,
+    /// Whose rights open the paths its arguments name.
+    pub access: Access,
 }
 
 /// The instantiated graph.
@@ -174,6 +179,10 @@ impl Dataflow {
                         mbuf: spec.mbuf,
                         upstream: up.clone(),
                         scope: spec.scope.clone(),
+                        access: spec
+                            .class
+                            .opens_paths(&spec.args)
+                            .then(|| spec.access.key()),
                     };
                     let at = stages[..si].iter().map(Vec::len).sum::<usize>() + fi;
                     let id = match self.index.get(&key) {
@@ -233,6 +242,7 @@ impl Dataflow {
         let ctx = Context {
             target,
             mbuf_bytes: spec.mbuf.div_ceil(8) * 8,
+            access: spec.access.clone(),
         };
         let mbuf = if self.shared_mbufs && spec.mbuf > 0 {
             MBuf::new_shared(spec.mbuf)

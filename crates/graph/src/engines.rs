@@ -8,6 +8,7 @@
 //! with the filter's return value (the snap length) as the result and the packet cut to it
 //! downstream, as a BPF socket filter does.
 
+use crate::access::Access;
 use std::sync::Arc;
 
 use netsift_capture::{CaptureReader, LinkType, Packet};
@@ -73,6 +74,10 @@ impl FilterClass for ExprClass {
 
     fn usage(&self) -> &'static str {
         "\"EXPR\" [, MBUF]"
+    }
+
+    fn loads_kernel_programs(&self) -> bool {
+        self.0 == Engine::Ebpf
     }
 
     fn arity(&self) -> (usize, usize) {
@@ -160,14 +165,24 @@ impl FilterClass for FplClass {
         ))
     }
 
+    fn opens_paths(&self, args: &[Arg]) -> bool {
+        args.first().is_some_and(|a| a.text.starts_with('@'))
+    }
+
     fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
-        make_fpl(&args[0].text, (ctx.mbuf_bytes / 8).max(1))
+        make_fpl(&args[0].text, (ctx.mbuf_bytes / 8).max(1), &ctx.access)
     }
 }
 
-fn make_fpl(text: &str, words: usize) -> Result<Instance, Error> {
+/// The longest FPL program read from a file (`"@PATH"`).
+pub const MAX_FPL_FILE: u64 = 1 << 20;
+/// The longest rule set `classify` reads.
+pub const MAX_RULES_FILE: u64 = 256 << 20;
+
+fn make_fpl(text: &str, words: usize, access: &Access) -> Result<Instance, Error> {
     let src = match text.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path)
+        Some(path) => access
+            .read_text(path, MAX_FPL_FILE)
             .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?,
         None => text.to_string(),
     };
@@ -274,9 +289,15 @@ impl FilterClass for ClassifyClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
+    fn opens_paths(&self, _args: &[Arg]) -> bool {
+        true
+    }
+
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         let path = &args[0].text;
-        let text = std::fs::read_to_string(path)
+        let text = ctx
+            .access
+            .read_text(path, MAX_RULES_FILE)
             .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?;
         let rules = netsift_classify::classbench::parse_rules(&text)
             .map_err(|e| Error::with_source(ErrorKind::Expression, format!("{path}: {e}"), e))?;
@@ -353,7 +374,11 @@ impl FilterClass for NicClass {
         (3, 3)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
+    fn opens_paths(&self, _args: &[Arg]) -> bool {
+        true
+    }
+
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         let path = &args[0].text;
         let queues = args[1]
             .number()
@@ -367,7 +392,11 @@ impl FilterClass for NicClass {
                 args[2].text
             ))
         })?;
-        let reader = CaptureReader::open(path)
+        let file = ctx
+            .access
+            .open_read(path)
+            .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?;
+        let reader = CaptureReader::new(file)
             .map_err(|e| Error::io(format!("cannot read {path}: {e}"), e))?;
         let link_type = reader.link_type().unwrap_or(LinkType::ETHERNET);
         let target = Target::for_capture(&reader);

@@ -24,6 +24,7 @@
 
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod class;
 pub mod classes;
 pub mod dataflow;

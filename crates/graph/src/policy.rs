@@ -24,10 +24,16 @@
 //! [user NAMES:] min callback N [unless C]  # deny callbacks every fewer than N packets
 //! [user NAMES:] max filters N          # deny flows of more than N filters (sources included)
 //! [user NAMES:] max mbuf SIZE          # deny flows whose MBufs total more than SIZE bytes
+//! [user NAMES:] only interface IF, …   # deny flows with a `device` source on another
+//!                                      # interface (`IF*` matches a prefix)
+//! [user NAMES:] allow kernel           # grant classes that load kernel programs (`ebpf`)
 //! ```
 //!
-//! `NAMES` is `*` (everybody) or user names separated by commas; a rule without `user …:`
-//! applies to everybody. Class names are compared case-insensitively with the resolved class
+//! `NAMES` is `*` (everybody) or user names separated by commas; `group NAMES:` instead of
+//! `user NAMES:` applies the rule to the members of those groups (primary or supplementary); a
+//! rule without `user …:` or `group …:` applies to everybody. A class that loads programs into
+//! the kernel is denied to everybody but root unless an `allow kernel` rule applies (checked
+//! before the other rules). Class names are compared case-insensitively with the resolved class
 //! names. `SIZE` is a number of bytes, optionally followed by `K`/`KiB`, `M`/`MiB` or `G`/`GiB`
 //! (powers of 1024).
 //!
@@ -210,9 +216,48 @@ pub struct Policy {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Rule {
     at: RuleRef,
-    /// `None`: everybody.
-    users: Option<Vec<String>>,
+    who: Who,
     kind: Kind,
+}
+
+/// Whom a rule applies to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Who {
+    Everybody,
+    Users(Vec<String>),
+    Groups(Vec<String>),
+}
+
+impl Who {
+    fn applies(&self, p: &Principal) -> bool {
+        match self {
+            Who::Everybody => true,
+            Who::Users(names) => names.contains(&p.user),
+            Who::Groups(names) => names.iter().any(|g| p.groups.contains(g)),
+        }
+    }
+}
+
+/// Who asks for a flow, as the policy sees them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Principal {
+    /// The user name.
+    pub user: String,
+    /// The names of the user's groups (primary and supplementary).
+    pub groups: Vec<String>,
+    /// Whether the flow runs with root's rights (or the process's own): classes that load
+    /// programs into the kernel need no grant.
+    pub privileged: bool,
+}
+
+impl Principal {
+    /// A user of no group with no privilege.
+    pub fn user(name: &str) -> Principal {
+        Principal {
+            user: name.to_string(),
+            ..Principal::default()
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -233,7 +278,19 @@ enum Kind {
     },
     MaxFilters(u64),
     MaxMbuf(u64),
+    /// `only interface A, B*`: every `device` source names one of these interfaces.
+    OnlyInterfaces(Vec<String>),
+    /// `allow kernel`: the user may use classes that load programs into the kernel.
+    AllowKernel,
 }
+
+/// `netsiftd`'s policy when it is started without `--policy`: capture for root and the group
+/// `netsift` only. Kernel-loading classes (`ebpf`) stay root's: no `allow kernel` rule.
+pub const DAEMON_DEFAULT: &str = "\
+default deny
+user root: allow
+group netsift: allow
+";
 
 /// The longest policy text accepted, in bytes.
 pub const MAX_POLICY_LEN: usize = 1 << 20;
@@ -441,6 +498,12 @@ impl Policy {
         }
     }
 
+    /// `netsiftd`'s policy when none is given ([`DAEMON_DEFAULT`]): root and the members of
+    /// the group `netsift` may open flows; nobody else.
+    pub fn daemon_default() -> Policy {
+        Policy::parse(DAEMON_DEFAULT).expect("the default policy parses")
+    }
+
     /// Parse a policy text (see the [module documentation](self) for the format).
     ///
     /// ```
@@ -502,32 +565,39 @@ impl Policy {
                 default = Some((allow, line_no));
                 continue;
             }
-            let users = if l.word_is("user") {
+            let who = if l.word_is("user") || l.word_is("group") {
+                let group = l.word_is("group");
+                let noun = if group { "group" } else { "user" };
                 l.i += 1;
-                let mut names = vec![l.expect_word("a user name or `*`")?.0];
+                let mut names = vec![l.expect_word(&format!("a {noun} name or `*`"))?.0];
                 while matches!(l.peek(), Some((Tok::Comma, _))) {
                     l.i += 1;
-                    names.push(l.expect_word("a user name after ','")?.0);
+                    names.push(l.expect_word(&format!("a {noun} name after ','"))?.0);
                 }
                 match l.next() {
                     Some((Tok::Colon, _)) => {}
                     Some((t, s)) => {
                         return Err(l.err(
-                            format!("expected ':' after the user names, not {}", t.describe()),
+                            format!("expected ':' after the {noun} names, not {}", t.describe()),
                             s,
                         ));
                     }
                     None => {
-                        return Err(l.err("expected ':' and a rule after the user names", l.end));
+                        return Err(l.err(
+                            format!("expected ':' and a rule after the {noun} names"),
+                            l.end,
+                        ));
                     }
                 }
                 if names.iter().any(|n| n == "*") {
-                    None
+                    Who::Everybody
+                } else if group {
+                    Who::Groups(names)
                 } else {
-                    Some(names)
+                    Who::Users(names)
                 }
             } else {
-                None
+                Who::Everybody
             };
             let kind = Self::rule(&mut l)?;
             l.finish()?;
@@ -536,7 +606,7 @@ impl Policy {
                     line: line_no,
                     text: code.to_string(),
                 },
-                users,
+                who,
                 kind,
             });
         }
@@ -553,6 +623,19 @@ impl Policy {
             None => return Err(l.err("expected a rule after ':'", l.end)),
         };
         Ok(match w.as_str() {
+            "allow" if l.word_is("kernel") => {
+                l.i += 1;
+                Kind::AllowKernel
+            }
+            "only" if l.word_is("interface") || l.word_is("interfaces") => {
+                l.i += 1;
+                let mut names = vec![l.expect_word("an interface name")?.0];
+                while matches!(l.peek(), Some((Tok::Comma, _))) {
+                    l.i += 1;
+                    names.push(l.expect_word("an interface name after ','")?.0);
+                }
+                Kind::OnlyInterfaces(names)
+            }
             "allow" | "deny" => {
                 let classes = if l.peek().is_some() {
                     l.keyword("class")?;
@@ -616,7 +699,7 @@ impl Policy {
             _ => {
                 return Err(l.err(
                     format!(
-                        "unknown rule `{w}` (expected allow, deny, require, only, min callback, max filters, max mbuf or default)"
+                        "unknown rule `{w}` (expected allow, deny, allow kernel, require, only, only interface, min callback, max filters, max mbuf or default)"
                     ),
                     s,
                 ));
@@ -649,13 +732,44 @@ impl Policy {
         resolved: &[ResolvedFilter],
         callback_every: Option<u64>,
     ) -> Result<Decision, Denied> {
+        self.check_principal(&Principal::user(user), flow, resolved, callback_every)
+    }
+
+    /// [`Policy::check`] for a [`Principal`]: `group` rules apply by its groups, and a flow
+    /// with a class that loads programs into the kernel (`ebpf`) is denied unless the
+    /// principal is privileged or an `allow kernel` rule applies to it.
+    pub fn check_principal(
+        &self,
+        who: &Principal,
+        flow: &FlowSpec,
+        resolved: &[ResolvedFilter],
+        callback_every: Option<u64>,
+    ) -> Result<Decision, Denied> {
+        let user = who.user.as_str();
         let mut checked = Vec::new();
         let is = |f: &ResolvedFilter, c: &str| f.class.name().eq_ignore_ascii_case(c);
         let uses = |c: &str| resolved.iter().any(|f| is(f, c));
+        if !who.privileged
+            && let Some(f) = resolved.iter().find(|f| f.class.loads_kernel_programs())
+            && !self
+                .rules
+                .iter()
+                .any(|r| r.kind == Kind::AllowKernel && r.who.applies(who))
+        {
+            return Err(Denied {
+                user: user.to_string(),
+                rule: None,
+                reason: format!(
+                    "`{}` loads programs into the kernel: only root may use it, or users an \
+                     `allow kernel` rule names",
+                    f.class.name()
+                ),
+                span: Some(f.span),
+                checked: Box::new([]),
+            });
+        }
         for rule in &self.rules {
-            if let Some(users) = &rule.users
-                && !users.iter().any(|u| u == user)
-            {
+            if !rule.who.applies(who) {
                 continue;
             }
             let deny = |reason: String, span: Option<Span>, checked: &mut Vec<RuleRef>| Denied {
@@ -747,6 +861,28 @@ impl Policy {
                                 resolved.len()
                             ),
                             None,
+                            &mut checked,
+                        ));
+                    }
+                }
+                Kind::AllowKernel => {}
+                Kind::OnlyInterfaces(names) => {
+                    let allowed = |i: &str| {
+                        names.iter().any(|n| match n.strip_suffix('*') {
+                            Some(prefix) => i.starts_with(prefix),
+                            None => i == n,
+                        })
+                    };
+                    if let Some(f) = resolved.iter().find(|f| {
+                        is(f, "device") && !f.args.first().is_some_and(|a| allowed(a.text.trim()))
+                    }) {
+                        let name = f.args.first().map_or("", |a| a.text.trim());
+                        return Err(deny(
+                            format!(
+                                "capture on `{name}` is not allowed (only on {})",
+                                names.join(", ")
+                            ),
+                            Some(f.span),
                             &mut checked,
                         ));
                     }
@@ -1155,7 +1291,7 @@ user carol: allow class device, bpf
     fn parse_errors_word_for_word() {
         assert_eq!(
             parse_err("require strsearch after sampler\nallowed"),
-            "unknown rule `allowed` (expected allow, deny, require, only, min callback, max filters, max mbuf or default) (line 2)\n  allowed\n  ^^^^^^^"
+            "unknown rule `allowed` (expected allow, deny, allow kernel, require, only, only interface, min callback, max filters, max mbuf or default) (line 2)\n  allowed\n  ^^^^^^^"
         );
         assert_eq!(
             parse_err("user alice only \"net 1.2.3.0/24\""),
@@ -1218,7 +1354,7 @@ user carol: allow class device, bpf
             (e.line(), e.to_string().as_str()),
             (
                 3,
-                "line 3: unknown rule `foo` (expected allow, deny, require, only, min callback, max filters, max mbuf or default)"
+                "line 3: unknown rule `foo` (expected allow, deny, allow kernel, require, only, only interface, min callback, max filters, max mbuf or default)"
             )
         );
     }
@@ -1274,5 +1410,71 @@ user carol: allow class device, bpf
                 assert!(e.render(&text).contains('^'));
             }
         }
+    }
+
+    #[test]
+    fn groups_interfaces_and_kernel_grants() {
+        let reg = crate::standard_registry();
+        let p = Policy::parse(
+            "default deny\n\
+             user root: allow\n\
+             group capture: only interface veth*, lo\n\
+             group capture: allow kernel\n\
+             group capture: allow\n",
+        )
+        .unwrap();
+        let run = |who: &Principal, text: &str| {
+            let spec = parse(text).unwrap().remove(0);
+            let resolved = check(&spec, &reg).unwrap();
+            p.check_principal(who, &spec, &resolved, None)
+        };
+        let alice = Principal {
+            user: "alice".into(),
+            groups: vec!["users".into(), "capture".into()],
+            privileged: false,
+        };
+        let bob = Principal {
+            user: "bob".into(),
+            groups: vec!["users".into()],
+            privileged: false,
+        };
+        let root = Principal {
+            user: "root".into(),
+            groups: vec!["root".into()],
+            privileged: true,
+        };
+        assert!(run(&alice, "(device,veth0) -> (bpf,\"tcp\")").is_ok());
+        assert!(run(&alice, "(device,lo)").is_ok());
+        let e = run(&alice, "(device,eth0) -> (bpf,\"tcp\")").unwrap_err();
+        assert!(e.reason.contains("capture on `eth0` is not allowed"), "{e}");
+        assert!(
+            run(&alice, "(gen,1,10) -> (ebpf,\"tcp\")").is_ok(),
+            "granted"
+        );
+        let e = run(&bob, "(gen,1,10)").unwrap_err();
+        assert!(e.rule.is_none(), "the default denies bob: {e}");
+        let e = run(&bob, "(gen,1,10) -> (ebpf,\"tcp\")").unwrap_err();
+        assert!(e.reason.contains("loads programs into the kernel"), "{e}");
+        assert!(run(&root, "(device,eth0) -> (ebpf,\"tcp\")").is_ok());
+        // The daemon's default: root and the group `netsift`, kernel classes root's only.
+        let d = Policy::daemon_default();
+        let member = Principal {
+            user: "carol".into(),
+            groups: vec!["netsift".into()],
+            privileged: false,
+        };
+        let spec = parse("(gen,1,10) -> (bpf,\"tcp\")").unwrap().remove(0);
+        let resolved = check(&spec, &reg).unwrap();
+        assert!(d.check_principal(&member, &spec, &resolved, None).is_ok());
+        assert!(d.check_principal(&bob, &spec, &resolved, None).is_err());
+        assert!(d.check_principal(&root, &spec, &resolved, None).is_ok());
+        let spec = parse("(gen,1,10) -> (ebpf,\"tcp\")").unwrap().remove(0);
+        let resolved = check(&spec, &reg).unwrap();
+        assert!(d.check_principal(&member, &spec, &resolved, None).is_err());
+        // Parse errors name the place.
+        let e = Policy::parse("group : allow").unwrap_err();
+        assert!(e.message().contains("group name"), "{e}");
+        let e = Policy::parse("only interface").unwrap_err();
+        assert!(e.message().contains("interface name"), "{e}");
     }
 }

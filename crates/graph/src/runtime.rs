@@ -21,6 +21,8 @@
 //! turn, pushes each through the graph once for all flows, and writes it to the groups of the
 //! flows whose last stage passed it.
 
+use crate::access::Access;
+use crate::policy::Principal;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -59,6 +61,8 @@ pub enum FlowState {
 pub struct FlowOptions {
     /// Who asks (checked by the policy).
     pub user: String,
+    /// The names of the asking user's groups (for the policy's `group` rules).
+    pub groups: Vec<String>,
     /// The flow group: flows with the same group share a PBuf (default: one group per user).
     pub group: Option<String>,
     /// The group's buffer policy (taken from the group's first flow).
@@ -86,12 +90,15 @@ pub struct FlowOptions {
     /// The source a flow without one starts from (a filter of a source class, e.g. `(file,
     /// "x.pcap")`).
     pub default_source: Option<FilterSpec>,
+    /// Whose rights open the paths the flow names ([`Access`]; a daemon's users').
+    pub access: Access,
 }
 
 impl Default for FlowOptions {
     fn default() -> FlowOptions {
         FlowOptions {
             user: "nobody".into(),
+            groups: Vec::new(),
             group: None,
             preference: Preference::SlowReader,
             slots: 4096,
@@ -101,6 +108,7 @@ impl Default for FlowOptions {
             share_ibuf: false,
             callback_every: None,
             default_source: None,
+            access: Access::Own,
         }
     }
 }
@@ -294,8 +302,16 @@ impl Runtime {
                 format!("flow {id} is already instantiated"),
             ));
         }
-        match self.policy.check(
-            &flow.opts.user,
+        let who = Principal {
+            user: flow.opts.user.clone(),
+            groups: flow.opts.groups.clone(),
+            privileged: match &flow.opts.access {
+                Access::Own => true,
+                Access::User(c) => c.uid == 0,
+            },
+        };
+        match self.policy.check_principal(
+            &who,
             &flow.spec,
             &flow.resolved,
             flow.opts.callback_every,
@@ -314,6 +330,7 @@ impl Runtime {
                 args: r.args.clone(),
                 mbuf: r.mbuf_bytes,
                 scope: (!global).then(|| flow.group.clone()),
+                access: flow.opts.access.clone(),
             });
         }
         let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {

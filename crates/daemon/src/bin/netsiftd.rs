@@ -20,7 +20,8 @@ struct Args {
     /// The socket file's permissions, octal.
     #[arg(long, default_value = "660")]
     mode: String,
-    /// The authorisation policy (see `docs/framework.md`); default: allow every flow.
+    /// The authorisation policy (see `docs/framework.md`); default: root and the members of the
+    /// group `netsift` may open flows, nobody else (`docs/daemon.md`, "Threat model").
     #[arg(long)]
     policy: Option<PathBuf>,
     /// Which applications share a flow group: uid-gid, uid, gid or connection.
@@ -51,7 +52,7 @@ fn run(args: Args) -> Result<(), String> {
         .ok_or_else(|| format!("--mode {}: not an octal permission (e.g. 660)", args.mode))?;
     let group_by = GroupBy::parse(&args.group_by).map_err(|e| format!("--group-by: {e}"))?;
     let policy = match &args.policy {
-        None => Policy::allow_all(),
+        None => Policy::daemon_default(),
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).map_err(|e| format!("--policy {}: {e}", p.display()))?;

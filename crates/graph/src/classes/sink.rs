@@ -40,9 +40,15 @@ impl FilterClass for PcapClass {
         (1, 1)
     }
 
+    fn opens_paths(&self, _args: &[Arg]) -> bool {
+        true
+    }
+
     fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         let path = text_arg(self.name(), args, 0, "path")?;
-        let file = File::create(path)
+        let file = ctx
+            .access
+            .create(path)
             .map_err(|e| Error::io(format!("pcap: cannot create {path:?} (argument 1): {e}"), e))?;
         Ok(Instance::Filter(Box::new(PcapSink {
             path: path.to_string(),

@@ -51,10 +51,18 @@ impl FilterClass for FileClass {
         (1, 1)
     }
 
-    fn instantiate(&self, args: &[Arg], _ctx: &Context) -> Result<Instance, Error> {
+    fn opens_paths(&self, _args: &[Arg]) -> bool {
+        true
+    }
+
+    fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
         let path = text_arg(self.name(), args, 0, "path")?;
-        let reader = CaptureReader::open(path)
-            .map_err(|e| Error::io(format!("file: cannot read {path:?} (argument 1): {e}"), e))?;
+        let cannot = |e: String| format!("file: cannot read {path:?} (argument 1): {e}");
+        let file = ctx
+            .access
+            .open_read(path)
+            .map_err(|e| Error::io(cannot(e.to_string()), e))?;
+        let reader = CaptureReader::new(file).map_err(|e| Error::io(cannot(e.to_string()), e))?;
         Ok(Instance::Source(Box::new(FileSource {
             reader,
             path: path.to_string(),
