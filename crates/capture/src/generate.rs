@@ -608,74 +608,115 @@ impl Mix {
     ///
     /// When [`Mix::check`] fails.
     pub fn generate(&self, seed: u64, count: usize) -> Vec<Packet> {
+        self.iter(seed, count).collect()
+    }
+
+    /// The packets of [`Mix::generate`] one at a time, made as they are taken (a source of
+    /// millions of packets holds one at a time).
+    ///
+    /// # Panics
+    /// If the mix is not valid ([`Mix::check`]).
+    pub fn iter(&self, seed: u64, count: usize) -> MixIter {
         if let Err(e) = self.check() {
             panic!("invalid mix: {e}");
         }
-        let mut rng = XorShift64::new(seed);
-        let mut nanos: i128 = 1_700_000_000 * 1_000_000_000;
-        let total: u64 = self.weights.iter().sum();
-        let mut packets = Vec::with_capacity(count);
-        for i in 0..count {
-            nanos += i128::from(self.gap_ns.0) + i128::from(rng.below(self.gap_ns.1));
-            let client = rng.below(self.clients) as u8 + 1;
-            let server = rng.below(self.servers) as u8 + 1;
-            let c4 = [198, 18, 0, client];
-            let s4 = [198, 19, 0, server];
-            let mut c6 = [0u8; 16];
-            c6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-            let mut s6 = c6;
-            c6[15] = client;
-            s6[14] = 1;
-            s6[15] = server;
-            let cmac = [2, 0, 0, 0, 0, client];
-            let smac = [2, 0, 0, 0, 1, server];
-            let sport = 32768 + rng.below(28000) as u16;
-            let mut body = vec![0u8; rng.below(self.max_payload + 1) as usize];
-            rng.fill(&mut body);
-            let b = FrameBuilder::new().src_mac(cmac).dst_mac(smac);
-            // The kind whose cumulative weight range holds the draw.
-            let draw = rng.below(total);
-            let mut kind = 0;
-            let mut acc = 0;
-            for (k, &w) in self.weights.iter().enumerate() {
-                acc += w;
-                if draw < acc {
-                    kind = k;
-                    break;
-                }
-            }
-            let b = match kind {
-                0 => {
-                    let port = self.tcp_ports[rng.below(self.tcp_ports.len() as u64) as usize];
-                    let flags = [TCP_SYN, TCP_ACK, TCP_PSH | TCP_ACK, TCP_FIN | TCP_ACK]
-                        [rng.below(4) as usize];
-                    b.ipv4(c4, s4)
-                        .ip_id(i as u16)
-                        .tcp(sport, port, flags)
-                        .tcp_seq(rng.next_u64() as u32, rng.next_u64() as u32)
-                        .payload(&body)
-                }
-                1 => b.ipv6(c6, s6).tcp(sport, 443, TCP_ACK).payload(&body),
-                2 => b.ipv4(c4, s4).udp(sport, 53).payload(&body),
-                3 => b.ipv6(c6, s6).udp(sport, 53).payload(&body),
-                4 => b
-                    .ipv4(c4, s4)
-                    .icmp_echo_request(client.into(), i as u16)
-                    .payload(&body),
-                5 => b
-                    .ipv6(c6, s6)
-                    .icmp_echo_reply(client.into(), i as u16)
-                    .payload(&body),
-                _ => b.arp_request(c4, s4),
-            };
-            let b = if self.vlan_one_in != 0 && rng.below(self.vlan_one_in) == 0 {
-                b.vlan(rng.below(4094) as u16 + 1)
-            } else {
-                b
-            };
-            packets.push(b.pad_to(60).build_packet(Timestamp::from_nanos(nanos)));
+        MixIter {
+            mix: self.clone(),
+            rng: XorShift64::new(seed),
+            nanos: 1_700_000_000 * 1_000_000_000,
+            total: self.weights.iter().sum(),
+            i: 0,
+            count,
         }
-        packets
+    }
+}
+
+/// The packets of a [`Mix`], made one at a time ([`Mix::iter`]).
+#[derive(Clone, Debug)]
+pub struct MixIter {
+    mix: Mix,
+    rng: XorShift64,
+    nanos: i128,
+    total: u64,
+    i: usize,
+    count: usize,
+}
+
+impl Iterator for MixIter {
+    type Item = Packet;
+
+    fn next(&mut self) -> Option<Packet> {
+        if self.i >= self.count {
+            return None;
+        }
+        let i = self.i;
+        self.i += 1;
+        let (mix, rng) = (&self.mix, &mut self.rng);
+        self.nanos += i128::from(mix.gap_ns.0) + i128::from(rng.below(mix.gap_ns.1));
+        let nanos = self.nanos;
+        let total = self.total;
+        let client = rng.below(mix.clients) as u8 + 1;
+        let server = rng.below(mix.servers) as u8 + 1;
+        let c4 = [198, 18, 0, client];
+        let s4 = [198, 19, 0, server];
+        let mut c6 = [0u8; 16];
+        c6[..4].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
+        let mut s6 = c6;
+        c6[15] = client;
+        s6[14] = 1;
+        s6[15] = server;
+        let cmac = [2, 0, 0, 0, 0, client];
+        let smac = [2, 0, 0, 0, 1, server];
+        let sport = 32768 + rng.below(28000) as u16;
+        let mut body = vec![0u8; rng.below(mix.max_payload + 1) as usize];
+        rng.fill(&mut body);
+        let b = FrameBuilder::new().src_mac(cmac).dst_mac(smac);
+        // The kind whose cumulative weight range holds the draw.
+        let draw = rng.below(total);
+        let mut kind = 0;
+        let mut acc = 0;
+        for (k, &w) in mix.weights.iter().enumerate() {
+            acc += w;
+            if draw < acc {
+                kind = k;
+                break;
+            }
+        }
+        let b = match kind {
+            0 => {
+                let port = mix.tcp_ports[rng.below(mix.tcp_ports.len() as u64) as usize];
+                let flags =
+                    [TCP_SYN, TCP_ACK, TCP_PSH | TCP_ACK, TCP_FIN | TCP_ACK][rng.below(4) as usize];
+                b.ipv4(c4, s4)
+                    .ip_id(i as u16)
+                    .tcp(sport, port, flags)
+                    .tcp_seq(rng.next_u64() as u32, rng.next_u64() as u32)
+                    .payload(&body)
+            }
+            1 => b.ipv6(c6, s6).tcp(sport, 443, TCP_ACK).payload(&body),
+            2 => b.ipv4(c4, s4).udp(sport, 53).payload(&body),
+            3 => b.ipv6(c6, s6).udp(sport, 53).payload(&body),
+            4 => b
+                .ipv4(c4, s4)
+                .icmp_echo_request(client.into(), i as u16)
+                .payload(&body),
+            5 => b
+                .ipv6(c6, s6)
+                .icmp_echo_reply(client.into(), i as u16)
+                .payload(&body),
+            _ => b.arp_request(c4, s4),
+        };
+        let b = if mix.vlan_one_in != 0 && rng.below(mix.vlan_one_in) == 0 {
+            b.vlan(rng.below(4094) as u16 + 1)
+        } else {
+            b
+        };
+        Some(b.pad_to(60).build_packet(Timestamp::from_nanos(nanos)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.count - self.i;
+        (left, Some(left))
     }
 }
 

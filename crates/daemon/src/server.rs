@@ -60,21 +60,33 @@ pub const MAX_PENDING_REPLIES: usize = 64;
 /// the daemon from the others or from the packets.
 pub const REQUESTS_PER_TURN: usize = 16;
 
-/// How many applications may be connected: in all, and per user id.
+/// What the daemon gives its applications at the most: connections, flows and shared memory
+/// (PBufs, IBufs, control pages and MBufs, headers and page rounding counted), in all and per
+/// user id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Connections in all.
     pub connections: usize,
     /// Connections of one user id.
     pub connections_per_user: usize,
+    /// Open flows of one user id.
+    pub flows_per_user: usize,
+    /// Bytes of shared memory in all.
+    pub memory: u64,
+    /// Bytes of shared memory of one user id's flows.
+    pub memory_per_user: u64,
 }
 
 impl Default for Limits {
-    /// 1,024 connections, 64 per user.
+    /// 1,024 connections, 64 per user; 256 flows per user; 4 GiB of shared memory, 1 GiB per
+    /// user.
     fn default() -> Limits {
         Limits {
             connections: 1024,
             connections_per_user: 64,
+            flows_per_user: 256,
+            memory: 4 << 30,
+            memory_per_user: 1 << 30,
         }
     }
 }
@@ -176,6 +188,8 @@ pub struct Status {
     pub nodes: usize,
     /// Packets taken from the sources so far.
     pub packets: u64,
+    /// Bytes of shared memory the flows hold ([`Daemon::memory_used`]).
+    pub memory: u64,
 }
 
 /// The daemon.
@@ -272,6 +286,7 @@ impl Daemon {
             flows: self.sessions.values().map(|s| s.flows.len()).sum(),
             nodes: self.runtime.graph().len(),
             packets: self.runtime.stats().packets,
+            memory: self.memory_used(None),
         }
     }
 
@@ -652,7 +667,25 @@ impl Daemon {
         graph: &str,
     ) -> Result<(Reply, Vec<OwnedFd>), String> {
         let s = &self.sessions[&sid];
-        let (user, group) = (s.user.clone(), s.group.clone());
+        let (user, group, uid) = (s.user.clone(), s.group.clone(), s.cred.uid);
+        let limits = self.cfg.limits;
+        let flows: usize = self
+            .sessions
+            .values()
+            .filter(|s| s.cred.uid == uid)
+            .map(|s| s.flows.len())
+            .sum();
+        if flows >= limits.flows_per_user {
+            return Err(format!(
+                "{user} has {flows} flows open; netsiftd allows {} per user",
+                limits.flows_per_user
+            ));
+        }
+        let budget = (limits
+            .memory_per_user
+            .saturating_sub(self.memory_used(Some(uid))))
+        .min(limits.memory.saturating_sub(self.memory_used(None)));
+        let s = &self.sessions[&sid];
         // Paths the flow names are opened with the peer's rights, never the daemon's.
         let access = Access::User(Creds {
             uid: s.cred.uid,
@@ -663,6 +696,7 @@ impl Daemon {
             user: user.clone(),
             groups: s.group_names.clone(),
             access,
+            memory_budget: Some(budget),
             group: Some(group.clone()),
             preference: o.preference,
             slots: o.slots,
@@ -700,6 +734,38 @@ impl Daemon {
                 Err(format!("cannot share the flow's buffers: {e}"))
             }
         }
+    }
+
+    /// The bytes of shared memory the flows of user `uid` (of everybody: `None`) hold now:
+    /// each memory file counted once, however many flows share it.
+    pub fn memory_used(&self, uid: Option<u32>) -> u64 {
+        let mut seen = HashSet::new();
+        let mut total = 0u64;
+        let mut count = |r: &netsift_graph::shm::Region| {
+            if seen.insert(r as *const _ as usize) {
+                total += r.len() as u64;
+            }
+        };
+        for s in self.sessions.values() {
+            if uid.is_some_and(|u| u != s.cred.uid) {
+                continue;
+            }
+            for (&id, reader) in &s.flows {
+                if let Some(regions) = reader.shared_regions() {
+                    count(regions.pbuf);
+                    count(regions.ibuf);
+                    count(regions.ctrl);
+                }
+                for i in 0..self.runtime.flow_nodes(id).len() {
+                    if let Some(m) = self.runtime.mbuf(id, i)
+                        && let Some(r) = m.region()
+                    {
+                        count(r);
+                    }
+                }
+            }
+        }
+        total
     }
 
     /// The reply words and descriptors of a new flow.

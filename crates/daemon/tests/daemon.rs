@@ -472,3 +472,114 @@ fn a_flow_with_too_many_mbufs_is_refused_clearly() {
     c.list().expect("the connection survives");
     d.stop();
 }
+
+/// Shared memory per user is bounded, headers and page rounding counted: a flow that would
+/// pass the limit is refused before anything is allocated, with the figures.
+#[test]
+fn shared_memory_per_user_is_bounded() {
+    let _serial = serial();
+    const LIMIT: u64 = 16 << 20;
+    let d = Running::start_with("memlimit", |cfg| {
+        cfg.limits.memory_per_user = LIMIT;
+        cfg.group_by = GroupBy::Connection;
+    });
+    // 4096 slots of 4 KiB: 16 MiB of data, more with the headers.
+    let c = d.client();
+    let big = OpenOptions {
+        slots: 4096,
+        slot_size: 4096,
+        ..OpenOptions::default()
+    };
+    match c.open("(gen,1,10)", &big) {
+        Err(ClientError::Refused(m)) => assert!(m.contains("bytes of buffers"), "{m}"),
+        other => panic!("a flow over the limit: {:?}", other.map(|_| ())),
+    }
+    // Flows of 1 MiB PBufs, each connection its own group, until the limit refuses one.
+    let small = OpenOptions {
+        slots: 512,
+        slot_size: 2048,
+        ..OpenOptions::default()
+    };
+    let mut held = Vec::new();
+    let refused = loop {
+        let c = d.client();
+        match c.open("(gen,1,10) -> (packetcount,,64)", &small) {
+            Ok(f) => held.push((c, f)),
+            Err(ClientError::Refused(m)) => break m,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(held.len() < 64, "never refused");
+    };
+    assert!(refused.contains("left to its user"), "{refused}");
+    let used = {
+        let _ = held[0].0.list();
+        let _ = held[0].0.list();
+        d.daemon.status().memory
+    };
+    assert!(used <= LIMIT, "{used} bytes held, limit {LIMIT}");
+    assert!(
+        used > LIMIT / 2,
+        "{used} bytes: the limit was not what refused"
+    );
+    println!(
+        "{} flows hold {used} bytes of a {LIMIT}-byte limit",
+        held.len()
+    );
+    drop(held);
+    d.stop();
+}
+
+/// A `gen` flow beside a device flow on a quiet interface: requests are answered at once and
+/// the generated packets flow (before, each turn waited 100 ms per packet for the quiet one).
+#[test]
+fn a_quiet_device_holds_up_no_request_and_no_other_source() {
+    let _serial = serial();
+    let lab = netsift_testkit::netns::Lab::new()
+        .unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"));
+    let path = std::env::temp_dir().join(format!("netsiftd-quiet-{}.sock", std::process::id()));
+    // The daemon's thread is created in the namespace (threads inherit it).
+    let daemon = lab.run(|| Daemon::bind(Config::new(&path)).expect("bind").spawn());
+    let c = Client::connect(&path).unwrap();
+    let quiet = c
+        .open(
+            &format!("(device,{}) -> (bpf,\"udp port 9\")", lab.b),
+            &OpenOptions::default(),
+        )
+        .unwrap();
+    let t = Instant::now();
+    let mut generated = c.open("(gen,3,20000)", &OpenOptions::default()).unwrap();
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        c.list().unwrap();
+        worst = worst.max(t.elapsed());
+    }
+    // The device never ends: read until every generated packet came.
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // (Slow-reader preference: what did not fit while nobody read is dropped, and counted.)
+    let dropped = |f: &netsift_daemon::Flow| f.stats().map_or(0, |s| s.dropped);
+    while got + dropped(&generated) < 20_000 && Instant::now() < deadline {
+        let r = generated.reader();
+        r.wait_for(64, Duration::from_millis(50));
+        while r.next().is_some() {
+            got += 1;
+        }
+        r.release();
+    }
+    let took = t.elapsed();
+    let st = generated.stats().unwrap();
+    println!(
+        "20,000 generated packets in {took:?} beside a quiet device ({got} read, {} dropped \
+         while unread); slowest request {worst:?}",
+        st.dropped
+    );
+    assert_eq!((st.delivered, st.delivered + st.dropped), (got, 20_000));
+    assert!(
+        worst < Duration::from_millis(500),
+        "a request waited {worst:?}"
+    );
+    assert!(took < Duration::from_secs(20), "the gen flow took {took:?}");
+    drop((quiet, generated, c));
+    daemon.stop().expect("the daemon thread");
+}

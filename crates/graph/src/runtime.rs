@@ -92,6 +92,9 @@ pub struct FlowOptions {
     pub default_source: Option<FilterSpec>,
     /// Whose rights open the paths the flow names ([`Access`]; a daemon's users').
     pub access: Access,
+    /// The most bytes of buffers and MBufs the flow may need ([`Runtime::memory_needed`]);
+    /// `None`: no limit.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for FlowOptions {
@@ -109,6 +112,7 @@ impl Default for FlowOptions {
             callback_every: None,
             default_source: None,
             access: Access::Own,
+            memory_budget: None,
         }
     }
 }
@@ -378,11 +382,11 @@ impl Runtime {
         let entry = match self.groups.entry(flow.group.clone()) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let (slots, slot_size) = (flow.opts.slots.max(1), flow.opts.slot_size.max(64));
+                let (slots, slot_size, max_len) = pbuf_sizes(&flow.opts);
                 let group = Group::create(
                     slots,
                     slot_size,
-                    flow.opts.max_packet.max(slot_size),
+                    max_len,
                     flow.opts.preference,
                     self.shared_memory,
                 )
@@ -427,12 +431,49 @@ impl Runtime {
     /// Create, instantiate and activate one flow.
     pub fn open(&mut self, text: &str, opts: FlowOptions) -> Result<(FlowId, Reader), Error> {
         let id = self.create(text, opts)?;
+        let (need, budget) = (self.memory_needed(id), self.flows[&id].opts.memory_budget);
+        if let Some(budget) = budget
+            && need > budget
+        {
+            self.flows.remove(&id);
+            return Err(Error::new(
+                ErrorKind::Limit,
+                format!(
+                    "the flow needs {need} bytes of buffers and MBufs; {budget} are left to its \
+                     user"
+                ),
+            ));
+        }
         if let Err(e) = self.instantiate(id) {
             self.flows.remove(&id);
             return Err(e);
         }
         let reader = self.activate(id)?;
         Ok((id, reader))
+    }
+
+    /// The bytes of memory the created flow `id` will hold at the most: the group's PBuf if
+    /// the group has none yet, its IBuf and control page, and its filters' MBufs (each in
+    /// whole pages, as memory files hold them), whether or not they end up shared.
+    pub fn memory_needed(&self, id: FlowId) -> u64 {
+        let Some(flow) = self.flows.get(&id) else {
+            return 0;
+        };
+        let page = netsift_ring::shm::page_size() as u64;
+        let pbuf = if self.groups.contains_key(&flow.group) {
+            0
+        } else {
+            let (slots, slot_size, max_len) = pbuf_sizes(&flow.opts);
+            Group::shared_bytes(slots, slot_size, max_len).unwrap_or(u64::MAX)
+        };
+        let reader = Group::reader_bytes(flow.opts.ibuf).unwrap_or(u64::MAX);
+        let mbufs: u64 = flow
+            .resolved
+            .iter()
+            .filter(|r| r.mbuf_bytes > 0)
+            .map(|r| (r.mbuf_bytes as u64).div_ceil(page) * page)
+            .sum();
+        pbuf.saturating_add(reader).saturating_add(mbufs)
     }
 
     /// Stop delivering to an active flow (its filters keep running for other flows). A flow
@@ -958,4 +999,11 @@ mod tests {
         assert!(e.message().contains("unknown filter class"), "{e}");
         assert!(rt.graph().is_empty());
     }
+}
+
+/// The PBuf sizes a flow's options ask for, normalised as the group is made: at least one
+/// slot of at least 64 bytes, packets up to a slot or `max_packet`.
+fn pbuf_sizes(opts: &FlowOptions) -> (u32, u32, u32) {
+    let (slots, slot_size) = (opts.slots.max(1), opts.slot_size.max(64));
+    (slots, slot_size, opts.max_packet.max(slot_size))
 }

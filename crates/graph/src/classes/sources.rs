@@ -4,8 +4,9 @@
 //!   opened and its header read at instantiation, so a missing or unreadable file is an error
 //!   there. A corrupt record later ends the input with an error from
 //!   [`Source::next_packet`].
-//! - `(gen, SEED, COUNT)`: exactly the packets of [`mixed_traffic`]`(SEED, COUNT)` (Ethernet),
-//!   generated on the first call of `next_packet`. `COUNT` is at most [`MAX_GEN`].
+//! - `(gen, SEED, COUNT)`: exactly the packets of
+//!   [`mixed_traffic`](netsift_capture::generate::mixed_traffic)`(SEED, COUNT)` (Ethernet), each
+//!   made when it is taken. `COUNT` is at most [`MAX_GEN`].
 //! - `(device, IFACE)`: live capture from a Linux interface with an `AF_PACKET` ring (default
 //!   settings: promiscuous, both directions, 256 KiB snap length). Opening needs `CAP_NET_RAW`;
 //!   the error says why opening failed. `next_packet` waits until a packet comes: a live
@@ -15,7 +16,6 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::time::Duration;
 
-use netsift_capture::generate::mixed_traffic;
 use netsift_capture::{CaptureReader, LinkType, Packet};
 use netsift_filter::Target;
 
@@ -138,19 +138,15 @@ impl FilterClass for GenClass {
         let seed = number_arg(self.name(), args, 0, "SEED", 0, u64::MAX)?;
         let count = number_arg(self.name(), args, 1, "COUNT", 0, MAX_GEN)?;
         Ok(Instance::Source(Box::new(GenSource {
-            seed,
-            count: count as usize,
-            packets: None,
+            packets: netsift_capture::generate::Mix::default().iter(seed, count as usize),
         })))
     }
 }
 
-/// A `gen` source.
+/// A `gen` source: each packet is made when it is taken, so a source of millions holds one.
 #[derive(Debug)]
 pub struct GenSource {
-    seed: u64,
-    count: usize,
-    packets: Option<std::vec::IntoIter<Packet>>,
+    packets: netsift_capture::generate::MixIter,
 }
 
 impl Source for GenSource {
@@ -159,11 +155,7 @@ impl Source for GenSource {
     }
 
     fn next_packet(&mut self) -> Result<Option<Packet>, Error> {
-        let (seed, count) = (self.seed, self.count);
-        Ok(self
-            .packets
-            .get_or_insert_with(|| mixed_traffic(seed, count).into_iter())
-            .next())
+        Ok(self.packets.next())
     }
 }
 
@@ -262,6 +254,10 @@ pub struct DeviceSource {
     spare: Vec<Vec<u8>>,
 }
 
+/// The longest a device source waits for a batch to lend ([`Source::poll_borrowed`]).
+#[cfg(target_os = "linux")]
+pub const BORROW_WAIT: Duration = Duration::from_millis(10);
+
 /// The most spare buffers a device source keeps (a 1 MiB block of small frames).
 #[cfg(target_os = "linux")]
 const SPARE: usize = 16_384;
@@ -278,14 +274,14 @@ impl std::fmt::Debug for DeviceSource {
 
 #[cfg(target_os = "linux")]
 impl DeviceSource {
-    /// Copy the next batch of the ring into the queue (waiting up to 100 ms for one).
-    fn fill(&mut self) -> Result<(), Error> {
+    /// Copy the next batch of the ring into the queue, waiting up to `wait` for one.
+    fn fill(&mut self, wait: Duration) -> Result<(), Error> {
         use netsift_capture::live::{Flow, Source as _};
         // PERF: one copy per packet out of the ring (into a recycled buffer); the runtime
         // copies into the PBuf again.
         let (queue, spare) = (&mut self.queue, &mut self.spare);
         self.src
-            .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
+            .poll_batch(Some(wait), &mut |p| {
                 let mut data = spare.pop().unwrap_or_default();
                 data.clear();
                 data.extend_from_slice(p.data);
@@ -318,14 +314,15 @@ impl Source for DeviceSource {
 
     fn next_packet(&mut self) -> Result<Option<Packet>, Error> {
         while self.queue.is_empty() {
-            self.fill()?;
+            self.fill(Duration::from_millis(100))?;
         }
         Ok(self.queue.pop_front())
     }
 
+    /// Never waits: a quiet interface beside other sources must not hold them up.
     fn poll_packet(&mut self) -> Result<Polled, Error> {
         if self.queue.is_empty() {
-            self.fill()?;
+            self.fill(Duration::ZERO)?;
         }
         Ok(self.queue.pop_front().map_or(Polled::Idle, Polled::Packet))
     }
@@ -355,13 +352,13 @@ impl Source for DeviceSource {
         if n > 0 || max == 0 {
             return Some(Ok(n));
         }
-        let r = self
-            .src
-            .poll_batch(Some(Duration::from_millis(100)), &mut |p| {
-                f(p.data, p.wire_len, p.timestamp);
-                n += 1;
-                if n >= max { Flow::Stop } else { Flow::Continue }
-            });
+        // A short wait: the caller (the daemon's loop) looks at its sockets and other sources
+        // between batches.
+        let r = self.src.poll_batch(Some(BORROW_WAIT), &mut |p| {
+            f(p.data, p.wire_len, p.timestamp);
+            n += 1;
+            if n >= max { Flow::Stop } else { Flow::Continue }
+        });
         Some(r.map(|_| n).map_err(|e| {
             Error::with_source(
                 ErrorKind::Source,
@@ -376,6 +373,7 @@ impl Source for DeviceSource {
 mod tests {
     use netsift_capture::PcapWriter;
     use netsift_capture::Precision;
+    use netsift_capture::generate::mixed_traffic;
 
     use super::*;
     use crate::classes::testutil::{bare, quoted};

@@ -98,6 +98,29 @@ impl Group {
         Ok(Group::build(pref, l, headers, words, head))
     }
 
+    /// The bytes of the memory file a shared group of these sizes creates for its PBuf
+    /// (headers, data and the group's header, in whole pages), as [`Group::create`] would
+    /// make it; `None` if too large to make.
+    pub fn shared_bytes(slots: u32, slot_size: u32, max_packet: u32) -> Option<u64> {
+        let l = Layout::new(slots, slot_size, max_packet);
+        let bytes = l
+            .header_words()
+            .checked_add(l.data_words())?
+            .checked_mul(8)?
+            .checked_add(HEAD)?;
+        Some(whole_pages(bytes))
+    }
+
+    /// The bytes of the memory files a shared reader with `entries` IBuf entries creates (its
+    /// IBuf and its control page, in whole pages).
+    pub fn reader_bytes(entries: usize) -> Option<u64> {
+        let ibuf = entries
+            .max(1)
+            .checked_mul(std::mem::size_of::<Entry>())?
+            .checked_add(2 * HEAD)?;
+        Some(whole_pages(ibuf) + whole_pages(HEAD))
+    }
+
     pub(super) fn build(
         pref: Preference,
         l: Layout,
@@ -363,4 +386,10 @@ impl Group {
     pub fn is_finished(&self) -> bool {
         self.shared.finished()
     }
+}
+
+/// `bytes` rounded up to whole pages, as a memory file holds them.
+fn whole_pages(bytes: usize) -> u64 {
+    let page = crate::shm::page_size();
+    (bytes.max(1).div_ceil(page) * page) as u64
 }
