@@ -859,6 +859,13 @@ fn no_flow(id: FlowId) -> Error {
     Error::new(ErrorKind::NoFlow, format!("no flow {id}"))
 }
 
+/// The PBuf sizes a flow's options ask for, normalised as the group is made: at least one
+/// slot of at least 64 bytes, packets up to a slot or `max_packet`.
+fn pbuf_sizes(opts: &FlowOptions) -> (u32, u32, u32) {
+    let (slots, slot_size) = (opts.slots.max(1), opts.slot_size.max(64));
+    (slots, slot_size, opts.max_packet.max(slot_size))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -999,11 +1006,4 @@ mod tests {
         assert!(e.message().contains("unknown filter class"), "{e}");
         assert!(rt.graph().is_empty());
     }
-}
-
-/// The PBuf sizes a flow's options ask for, normalised as the group is made: at least one
-/// slot of at least 64 bytes, packets up to a slot or `max_packet`.
-fn pbuf_sizes(opts: &FlowOptions) -> (u32, u32, u32) {
-    let (slots, slot_size) = (opts.slots.max(1), opts.slot_size.max(64));
-    (slots, slot_size, opts.max_packet.max(slot_size))
 }
