@@ -122,6 +122,13 @@ pub trait Source: Send {
     fn recycle(&mut self, packet: Packet) {
         drop(packet);
     }
+
+    /// Packets the source lost before the runtime saw them, since the last call (a kernel
+    /// ring that overflowed while the runtime was behind): counted in the drops of every flow
+    /// it feeds, as libpcap counts a ring's drops in `pcap_stats`. The default: none.
+    fn lost(&mut self) -> u64 {
+        0
+    }
 }
 
 /// What a class makes.

@@ -158,6 +158,8 @@ struct Target {
 pub struct RunStats {
     /// Packets taken from the sources.
     pub packets: u64,
+    /// Packets the sources lost before the runtime saw them ([`crate::Source::lost`]).
+    pub lost: u64,
     /// Packets some flow accepted.
     pub accepted: u64,
     /// Copies into PBufs (one per group per accepted packet).
@@ -668,7 +670,11 @@ impl Runtime {
             made += 1;
             self.push_data(src, data, wire_len, timestamp);
         });
+        let lost = s.lost();
         self.graph.restore_source(src, s, made);
+        if lost > 0 {
+            self.note_lost(src, lost);
+        }
         match lent {
             Some(Ok(_)) => Ok(true),
             Some(Err(e)) => Err(e),
@@ -680,6 +686,25 @@ impl Runtime {
                     }
                 }
                 Ok(!self.graph.live_sources().is_empty())
+            }
+        }
+    }
+
+    /// Count `n` packets source `src` lost in the drops of every active flow it feeds (once per
+    /// IBuf).
+    #[cold]
+    fn note_lost(&mut self, src: NodeId, n: u64) {
+        self.stats.lost += n;
+        let mut seen = std::collections::HashSet::new();
+        for f in self.flows.values() {
+            if f.state != FlowState::Active || !f.nodes.contains(&src) || !seen.insert(f.ibuf) {
+                continue;
+            }
+            let (Some(reader), Some(g)) = (f.reader, self.groups.get(&f.group)) else {
+                continue;
+            };
+            if let Some(w) = self.writers[g.slot].as_mut() {
+                w.note_lost(reader, n);
             }
         }
     }

@@ -899,3 +899,212 @@ fn daemon_shm(data: &[u8]) {
     let _ = r.is_finished();
     let _ = r.stats();
 }
+
+/// A hostile client of a running netsiftd (one daemon in this process, started on the first
+/// call and kept): `data` is a script of operations on a few connections — raw messages
+/// (arbitrary bytes, or requests from a small dictionary), messages carrying descriptors (the
+/// daemon's own memory files back to it, `/dev/null`, a pipe), opening flows and then writing
+/// `data` into their control pages and MBufs, truncating or growing every memory file it was
+/// given, closing connections mid-way. After each script the daemon must still run and answer a
+/// fresh connection, and a flow opened then must deliver exactly its packets.
+pub fn daemon_client(data: &[u8]) {
+    use netsift_daemon::client::{Client, Flow, OpenOptions};
+    use netsift_daemon::proto::Request;
+    use netsift_daemon::sock::Conn;
+    use netsift_daemon::{Config, Daemon};
+    use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+    use std::sync::OnceLock;
+
+    // The daemon runs for the life of the process (held here, so nothing leaks).
+    type Running = (
+        std::path::PathBuf,
+        std::sync::Mutex<netsift_daemon::Background>,
+    );
+    static DAEMON: OnceLock<Running> = OnceLock::new();
+    let (socket, _) = DAEMON.get_or_init(|| {
+        let path =
+            std::env::temp_dir().join(format!("netsift-fuzz-daemon-{}.sock", std::process::id()));
+        let d = Daemon::bind(Config::new(&path)).expect("start the daemon");
+        (path, std::sync::Mutex::new(d.spawn()))
+    });
+    const TEXTS: [&str; 8] = [
+        "(gen,1,50)",
+        "(gen,2,100) -> (bpf,\"tcp\") -> (packetcount,,8)",
+        "(gen,3,100) -> (flowcount,,4096)",
+        "(gen,4,100) -> (topk,4,,4096)",
+        "(gen,5,10) -> (nosuch)",
+        "(gen,6,10) -> (bpf,\"tcp port\")",
+        "(gen,7,100000) -> (sampler,2,,64)",
+        "(gen,8,10) -> (strsearch,\"GET\",,64)",
+    ];
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut clients: Vec<Client> = Vec::new();
+    let mut flows: Vec<Flow> = Vec::new();
+    let mut got_fds: Vec<OwnedFd> = Vec::new();
+    let devnull = std::fs::File::open("/dev/null").ok();
+    let mut i = 0;
+    let mut next = |n: usize| -> usize {
+        let b = data.get(i).copied().unwrap_or(0) as usize;
+        i += 1;
+        b % n.max(1)
+    };
+    for _ in 0..data.len().min(64) {
+        match next(10) {
+            0 => {
+                if conns.len() < 8
+                    && let Ok(c) = Conn::connect(socket)
+                {
+                    conns.push(c);
+                }
+            }
+            1 | 2 => {
+                // A message: bytes of `data`, or a request from the dictionary.
+                let Some(c) = conns.get(next(8)) else {
+                    continue;
+                };
+                let msg = if next(2) == 0 {
+                    let len = next(256);
+                    let from = next(data.len().max(1));
+                    data.iter()
+                        .cycle()
+                        .skip(from)
+                        .take(len)
+                        .copied()
+                        .collect::<Vec<u8>>()
+                } else {
+                    let req = match next(5) {
+                        0 => Request::List,
+                        1 => Request::Stats(next(8) as u64),
+                        2 => Request::Close(next(8) as u64),
+                        3 => Request::Pause(next(8) as u64),
+                        _ => Request::Open {
+                            options: OpenOptions::default(),
+                            graph: TEXTS[next(TEXTS.len())].to_string(),
+                        },
+                    };
+                    req.encode().into_bytes()
+                };
+                let fds: Vec<BorrowedFd<'_>> = match next(4) {
+                    0 => got_fds.iter().take(next(4)).map(AsFd::as_fd).collect(),
+                    1 => devnull.iter().map(AsFd::as_fd).collect(),
+                    _ => Vec::new(),
+                };
+                let _ = c.try_send(&msg, &fds);
+            }
+            3 => {
+                // Read a reply (keeping the descriptors it carries).
+                let Some(c) = conns.get(next(8)) else {
+                    continue;
+                };
+                if let Ok(Some((_, fds))) = c.recv(false) {
+                    got_fds.extend(fds.into_iter().take(16));
+                    got_fds.truncate(64);
+                }
+            }
+            4 => {
+                if clients.len() < 4
+                    && let Ok(c) = Client::connect(socket)
+                {
+                    clients.push(c);
+                }
+            }
+            5 => {
+                let Some(c) = clients.get(next(4)) else {
+                    continue;
+                };
+                if flows.len() < 6
+                    && let Ok(f) = c.open(TEXTS[next(4)], &OpenOptions::default())
+                {
+                    flows.push(f);
+                }
+            }
+            6 => {
+                // Write `data` into a flow's control page and MBufs.
+                let k = next(6);
+                let Some(f) = flows.get_mut(k) else { continue };
+                if let Some(r) = f.reader().shared_regions() {
+                    let words = r.ctrl.len() / 8;
+                    if let Some(ctrl) =
+                        netsift_graph::shm::Mem::<std::sync::atomic::AtomicU64>::in_region(
+                            &std::sync::Arc::new(
+                                netsift_graph::shm::Region::map(
+                                    r.ctrl.fd().try_clone_to_owned().expect("dup"),
+                                    true,
+                                )
+                                .expect("map the control page"),
+                            ),
+                            0,
+                            words,
+                        )
+                    {
+                        for k in 0..next(words) + 1 {
+                            let v = (0..8).fold(0u64, |w, _| w << 8 | next(256) as u64);
+                            ctrl[(k * 7) % words].store(v, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                }
+                for idx in 0..8 {
+                    if let Some(m) = f.mbuf(idx) {
+                        for k in 0..4 {
+                            m.set(next(m.len() / 8 + 1), (next(256) as u64) << (k * 8));
+                        }
+                    }
+                }
+            }
+            7 => {
+                // Resize every memory file held: the daemon's seals refuse it.
+                for fd in
+                    got_fds
+                        .iter()
+                        .map(AsRawFd::as_raw_fd)
+                        .chain(flows.iter_mut().filter_map(|f| {
+                            f.reader().shared_regions().map(|r| r.ctrl.fd().as_raw_fd())
+                        }))
+                {
+                    // SAFETY: descriptors this process holds; a failure is the expected outcome.
+                    unsafe {
+                        libc::ftruncate(fd, [0, 1, 1 << 20][next(3)]);
+                    }
+                }
+            }
+            8 => {
+                if !conns.is_empty() {
+                    let k = next(conns.len());
+                    conns.swap_remove(k);
+                }
+            }
+            _ => {
+                if !flows.is_empty() {
+                    let k = next(flows.len());
+                    flows.swap_remove(k);
+                }
+            }
+        }
+    }
+    drop((conns, flows, clients));
+    // The daemon still answers, and serves a flow exactly.
+    let c = Client::connect(socket).expect("the daemon accepts after the script");
+    c.list().expect("the daemon answers after the script");
+    let mut f = c
+        .open("(gen,11,500) -> (bpf,\"udp\")", &OpenOptions::default())
+        .expect("a flow after the script");
+    let want = crate::reference::mixed_accepted(11, 500, "udp");
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = f.reader();
+        r.wait_for(64, std::time::Duration::from_millis(20));
+        while let Some(p) = r.next() {
+            got.push(p.data.to_vec());
+        }
+        r.release();
+        if r.is_finished() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flow after the script never ended"
+        );
+    }
+    assert_eq!(got, want, "a flow after the script got other packets");
+}

@@ -547,6 +547,25 @@ fn daemon_proto_on_messages_buffers_and_mutations() {
     }
 }
 
+/// A hostile client's scripts against a running daemon (random ones and the stored inputs):
+/// the daemon survives each and serves a flow exactly afterwards.
+#[test]
+fn daemon_client_scripts_never_break_the_daemon() {
+    let mut rng = Rng::new(41);
+    let n = std::env::var("NETSIFT_FUZZ_REPLAY_SCRIPTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150);
+    for _ in 0..n {
+        let len = 8 + rng.below(200) as usize;
+        let data: Vec<u8> = (0..len).map(|_| rng.below(256) as u8).collect();
+        fuzz::daemon_client(&data);
+    }
+    for input in stored_inputs("daemon_client") {
+        fuzz::daemon_client(&input);
+    }
+}
+
 #[test]
 fn flow_parse_on_every_shared_packet_and_mutations() {
     let mut rng = Rng::new(17);

@@ -27,6 +27,22 @@ struct Args {
     /// Which applications share a flow group: uid-gid, uid, gid or connection.
     #[arg(long, default_value = "uid-gid")]
     group_by: String,
+    /// Connections served at once [default: 1024].
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// Connections of one user at once [default: 64].
+    #[arg(long, value_name = "N")]
+    max_connections_per_user: Option<usize>,
+    /// Open flows of one user [default: 256].
+    #[arg(long, value_name = "N")]
+    max_flows_per_user: Option<usize>,
+    /// Bytes of shared memory (PBufs, IBufs, control pages, MBufs) in all; K, M, G suffixes
+    /// [default: 4G].
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+    /// Bytes of shared memory of one user's flows [default: 1G].
+    #[arg(long, value_name = "SIZE")]
+    max_memory_per_user: Option<String>,
     /// Log connections, flows and authorisation decisions to standard error, and which engine
     /// runs each filter (`RUST_LOG` selects in detail).
     #[arg(short, long)]
@@ -70,6 +86,18 @@ fn run(args: Args) -> Result<(), String> {
     cfg.policy = policy;
     cfg.group_by = group_by;
     cfg.verbose = args.verbose;
+    let l = &mut cfg.limits;
+    l.connections = args.max_connections.unwrap_or(l.connections);
+    l.connections_per_user = args
+        .max_connections_per_user
+        .unwrap_or(l.connections_per_user);
+    l.flows_per_user = args.max_flows_per_user.unwrap_or(l.flows_per_user);
+    if let Some(s) = &args.max_memory {
+        l.memory = size(s).map_err(|e| format!("--max-memory {s}: {e}"))?;
+    }
+    if let Some(s) = &args.max_memory_per_user {
+        l.memory_per_user = size(s).map_err(|e| format!("--max-memory-per-user {s}: {e}"))?;
+    }
     let mut daemon =
         Daemon::bind(cfg).map_err(|e| format!("cannot listen on {}: {e}", socket.display()))?;
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -82,6 +110,21 @@ fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("netsiftd stopped: {e}"))?;
     eprintln!("netsiftd: stopped");
     Ok(())
+}
+
+/// A size in bytes: a number with an optional K, M or G (powers of 1024).
+fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| "not a size (a number of bytes, optionally with K, M or G)".to_string())
 }
 
 /// Logs to stderr: `RUST_LOG` if set, else the filter API's engine decisions with `-v`.

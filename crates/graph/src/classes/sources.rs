@@ -233,6 +233,7 @@ fn open_device(name: &str) -> Result<Instance, Error> {
         src,
         queue: VecDeque::new(),
         spare: Vec::new(),
+        lost_reported: 0,
     })))
 }
 
@@ -252,6 +253,8 @@ pub struct DeviceSource {
     queue: VecDeque<Packet>,
     /// Buffers of packets the capture loop is done with.
     spare: Vec<Vec<u8>>,
+    /// The kernel's drops already reported by [`Source::lost`].
+    lost_reported: u64,
 }
 
 /// The longest a device source waits for a batch to lend ([`Source::poll_borrowed`]).
@@ -331,6 +334,16 @@ impl Source for DeviceSource {
         if self.spare.len() < SPARE {
             self.spare.push(packet.data);
         }
+    }
+
+    fn lost(&mut self) -> u64 {
+        use netsift_capture::live::Source as _;
+        let Ok(st) = self.src.stats() else {
+            return 0;
+        };
+        let new = st.dropped.saturating_sub(self.lost_reported);
+        self.lost_reported = st.dropped;
+        new
     }
 
     fn poll_borrowed(

@@ -418,6 +418,21 @@ impl Writer {
         }
     }
 
+    /// Count `n` packets reader `id` lost before they reached the writer (a source's kernel
+    /// ring overflowed): they show in its IBuf's `dropped`, as the writer's own drops do.
+    /// Returns whether `id` is registered.
+    pub fn note_lost(&mut self, id: ReaderId, n: u64) -> bool {
+        match self.ring_index(id) {
+            Some(k) => {
+                let wr = &mut self.rings[k];
+                wr.dropped += n;
+                wr.ring.writer.dropped.store(wr.dropped, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Write `pkt` once and deliver it to each `(reader, result)` of `to`: the slot, or
     /// `None` if the PBuf was full (then the packet is counted as dropped for the group and for
     /// each reader) or `to` is empty (nothing is copied).
