@@ -191,6 +191,7 @@ fn graph(target: Target, expr: &str) -> Result<Program, String> {
         target: Some(target),
         mbuf_bytes: 0,
         access: Default::default(),
+        bounds: Default::default(),
     };
     let arg = Arg {
         text: expr.to_string(),

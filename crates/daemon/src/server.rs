@@ -75,11 +75,14 @@ pub struct Limits {
     pub memory: u64,
     /// Bytes of shared memory of one user id's flows.
     pub memory_per_user: u64,
+    /// The most operations an FPL filter may execute per packet (its checker's worst case):
+    /// one user's filter cannot hold the capture loop for long.
+    pub fpl_ops: u64,
 }
 
 impl Default for Limits {
     /// 1,024 connections, 64 per user; 256 flows per user; 4 GiB of shared memory, 1 GiB per
-    /// user.
+    /// user; FPL filters of at most 65,536 operations per packet.
     fn default() -> Limits {
         Limits {
             connections: 1024,
@@ -87,6 +90,7 @@ impl Default for Limits {
             flows_per_user: 256,
             memory: 4 << 30,
             memory_per_user: 1 << 30,
+            fpl_ops: 1 << 16,
         }
     }
 }
@@ -697,6 +701,9 @@ impl Daemon {
             groups: s.group_names.clone(),
             access,
             memory_budget: Some(budget),
+            bounds: netsift_graph::class::Bounds {
+                fpl_ops: limits.fpl_ops,
+            },
             group: Some(group.clone()),
             preference: o.preference,
             slots: o.slots,

@@ -8,7 +8,8 @@
 //! the read-only PBuf and IBuf writable, writing garbage into the control page and MBufs,
 //! reading root's files through `file`, `nic`, `classify`, `fpl "@…"` and `pcap`, blocking the
 //! daemon on a FIFO or `/dev/zero`, loading kernel programs, capturing on an interface the
-//! policy does not name, flooding requests without reading replies, opening connections
+//! policy does not name, FPL filters costlier than the daemon allows, flooding requests without
+//! reading replies, opening connections
 //! without end, and asking for more memory than the limit. Then: descriptors running out in
 //! the daemon, and packets lost while the daemon was stopped, which must be counted.
 
@@ -617,6 +618,23 @@ mod attacks {
             println!("ATTACK files: {text}: refused");
         }
         assert!(t.elapsed() < Duration::from_secs(10), "the daemon waited");
+        // An FPL program the checker accepts (4 million operations per packet), over the
+        // daemon's bound; a small one is served.
+        let heavy = "FOR (R[1] = 0; R[1] < 2000000; R[1]++) R[2]++; ROF RETURN 1;";
+        let m = refused(&c, &format!("(gen,1,10) -> (fpl,\"{heavy}\")"));
+        assert!(
+            m.contains("operations per packet; this daemon allows 65536"),
+            "{m}"
+        );
+        let light = "FOR (R[1] = 0; R[1] < 100; R[1]++) R[2]++; ROF RETURN 1;";
+        drop(
+            c.open(
+                &format!("(gen,1,10) -> (fpl,\"{light}\")"),
+                &OpenOptions::default(),
+            )
+            .unwrap(),
+        );
+        println!("ATTACK files: a costly FPL program refused");
         let m = refused(&c, "(gen,1,10) -> (ebpf,\"tcp\")");
         assert!(m.contains("loads programs into the kernel"), "{m}");
         let m = refused(&c, "(device,lo)");

@@ -188,6 +188,26 @@ pub struct Context {
     pub mbuf_bytes: usize,
     /// Whose rights open the paths the arguments name ([`Access`]).
     pub access: Access,
+    /// What the instance may cost per packet ([`Bounds`]).
+    pub bounds: Bounds,
+}
+
+/// What one filter instance may cost per packet: a daemon bounds its users' filters tighter
+/// than the classes themselves do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Bounds {
+    /// The most operations an FPL program may execute per packet (its checker's worst case,
+    /// [`netsift_fpl::Report::max_ops`]).
+    pub fpl_ops: u64,
+}
+
+impl Default for Bounds {
+    /// The classes' own limits ([`netsift_fpl::MAX_COST`]).
+    fn default() -> Bounds {
+        Bounds {
+            fpl_ops: netsift_fpl::MAX_COST,
+        }
+    }
 }
 
 impl Context {

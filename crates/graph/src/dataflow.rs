@@ -85,6 +85,8 @@ pub struct Spec {
     pub scope: Option<String>,
     /// Whose rights open the paths its arguments name.
     pub access: Access,
+    /// What it may cost per packet.
+    pub bounds: crate::class::Bounds,
 }
 
 /// The instantiated graph.
@@ -243,6 +245,7 @@ impl Dataflow {
             target,
             mbuf_bytes: spec.mbuf.div_ceil(8) * 8,
             access: spec.access.clone(),
+            bounds: spec.bounds,
         };
         let mbuf = if self.shared_mbufs && spec.mbuf > 0 {
             MBuf::new_shared(spec.mbuf)

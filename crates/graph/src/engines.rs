@@ -170,7 +170,12 @@ impl FilterClass for FplClass {
     }
 
     fn instantiate(&self, args: &[Arg], ctx: &Context) -> Result<Instance, Error> {
-        make_fpl(&args[0].text, (ctx.mbuf_bytes / 8).max(1), &ctx.access)
+        make_fpl(
+            &args[0].text,
+            (ctx.mbuf_bytes / 8).max(1),
+            &ctx.access,
+            ctx.bounds.fpl_ops,
+        )
     }
 }
 
@@ -179,7 +184,7 @@ pub const MAX_FPL_FILE: u64 = 1 << 20;
 /// The longest rule set `classify` reads.
 pub const MAX_RULES_FILE: u64 = 256 << 20;
 
-fn make_fpl(text: &str, words: usize, access: &Access) -> Result<Instance, Error> {
+fn make_fpl(text: &str, words: usize, access: &Access, max_ops: u64) -> Result<Instance, Error> {
     let src = match text.strip_prefix('@') {
         Some(path) => access
             .read_text(path, MAX_FPL_FILE)
@@ -199,6 +204,16 @@ fn make_fpl(text: &str, words: usize, access: &Access) -> Result<Instance, Error
         .map_err(|e| {
             Error::with_source(ErrorKind::Expression, format!("\n{}", e.render(&src)), e)
         })?;
+    let ops = program.report().max_ops;
+    if ops > max_ops {
+        return Err(Error::new(
+            ErrorKind::Limit,
+            format!(
+                "the FPL program may execute {ops} operations per packet; this daemon allows \
+                 {max_ops}"
+            ),
+        ));
+    }
     let native = program.native().ok();
     Ok(Instance::Filter(Box::new(FplFilter {
         program,

@@ -95,6 +95,8 @@ pub struct FlowOptions {
     /// The most bytes of buffers and MBufs the flow may need ([`Runtime::memory_needed`]);
     /// `None`: no limit.
     pub memory_budget: Option<u64>,
+    /// What each of its filters may cost per packet.
+    pub bounds: crate::class::Bounds,
 }
 
 impl Default for FlowOptions {
@@ -113,6 +115,7 @@ impl Default for FlowOptions {
             default_source: None,
             access: Access::Own,
             memory_budget: None,
+            bounds: crate::class::Bounds::default(),
         }
     }
 }
@@ -337,6 +340,7 @@ impl Runtime {
                 mbuf: r.mbuf_bytes,
                 scope: (!global).then(|| flow.group.clone()),
                 access: flow.opts.access.clone(),
+                bounds: flow.opts.bounds,
             });
         }
         let placed = self.graph.add_flow(&stages).map_err(|(at, e)| {

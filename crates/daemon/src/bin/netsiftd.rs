@@ -43,6 +43,9 @@ struct Args {
     /// Bytes of shared memory of one user's flows [default: 1G].
     #[arg(long, value_name = "SIZE")]
     max_memory_per_user: Option<String>,
+    /// The most operations an FPL filter may execute per packet [default: 65536].
+    #[arg(long, value_name = "N")]
+    max_fpl_ops: Option<u64>,
     /// Log connections, flows and authorisation decisions to standard error, and which engine
     /// runs each filter (`RUST_LOG` selects in detail).
     #[arg(short, long)]
@@ -92,6 +95,7 @@ fn run(args: Args) -> Result<(), String> {
         .max_connections_per_user
         .unwrap_or(l.connections_per_user);
     l.flows_per_user = args.max_flows_per_user.unwrap_or(l.flows_per_user);
+    l.fpl_ops = args.max_fpl_ops.unwrap_or(l.fpl_ops);
     if let Some(s) = &args.max_memory {
         l.memory = size(s).map_err(|e| format!("--max-memory {s}: {e}"))?;
     }
