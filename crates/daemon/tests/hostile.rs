@@ -131,6 +131,16 @@ impl Netsiftd {
         self.child.try_wait().expect("wait").is_none()
     }
 
+    /// Its resident memory in bytes (`VmRSS`).
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
     /// The bytes of the memory files it holds open (each counted once).
     fn memfd_bytes(&self) -> u64 {
         let mut seen = std::collections::HashSet::new();
@@ -326,10 +336,15 @@ fn an_ordinary_user_cannot_break_netsiftd() {
     ];
     // While the user holds as much as the limit lets them, the daemon's memory files total
     // no more than the limit (and the witness's flow).
-    let held = holding(&user, "big", &socket, &env, || d.memfd_bytes());
-    println!("the user holds flows up to the limit: netsiftd's memory files {held} bytes");
+    // Its flows each generate 10 million packets: the daemon's resident memory stays small.
+    let (held, rss) = holding(&user, "big", &socket, &env, || (d.memfd_bytes(), d.rss()));
+    println!(
+        "the user holds flows up to the limit: netsiftd's memory files {held} bytes, resident \
+         {rss} bytes"
+    );
     assert!(held <= limit, "{held} bytes held, limit {limit}");
     assert!(held > limit / 2, "{held} bytes: the limit was not reached");
+    assert!(rss < limit + (256 << 20), "netsiftd resident: {rss} bytes");
     let mut summary = Vec::new();
     for attack in ["memory", "files", "flood", "connections", "big"] {
         let t = Instant::now();
