@@ -51,6 +51,10 @@ use crate::sock::{Conn, Listener, MAX_FDS, PeerCred};
 /// wake-ups of a waiting application): a device source lends them straight from its ring.
 pub const BATCH: usize = 4096;
 
+/// The longest a batch may take (checked every few packets): costly filters cannot keep the
+/// daemon from its sockets, nor from sharing the capture loop between groups, for longer.
+pub const BATCH_TIME: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Replies a connection may leave unread before the daemon disconnects it: the daemon never
 /// waits for an application to read (its socket is non-blocking; replies wait in a queue of
 /// this length).
@@ -78,11 +82,19 @@ pub struct Limits {
     /// The most operations an FPL filter may execute per packet (its checker's worst case):
     /// one user's filter cannot hold the capture loop for long.
     pub fpl_ops: u64,
+    /// The share of the capture loop's time, in percent, one flow group's filters may take
+    /// while other groups have flows: a group over it has its filters suspended for the next
+    /// [`CPU_WINDOW`] (its flows count those packets as dropped).
+    pub cpu_percent: u32,
 }
+
+/// How often the daemon compares each flow group's filter time with its share.
+pub const CPU_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Default for Limits {
     /// 1,024 connections, 64 per user; 256 flows per user; 4 GiB of shared memory, 1 GiB per
-    /// user; FPL filters of at most 65,536 operations per packet.
+    /// user; FPL filters of at most 65,536 operations per packet; half the capture loop per
+    /// group when others have flows.
     fn default() -> Limits {
         Limits {
             connections: 1024,
@@ -91,6 +103,7 @@ impl Default for Limits {
             memory: 4 << 30,
             memory_per_user: 1 << 30,
             fpl_ops: 1 << 16,
+            cpu_percent: 50,
         }
     }
 }
@@ -213,6 +226,10 @@ pub struct Daemon {
     /// to accept (and refuse) the waiting connection, so that it does not keep the listener
     /// ready and the daemon busy.
     spare: Option<std::fs::File>,
+    /// The start of the current [`CPU_WINDOW`] and each group's filter time at its start.
+    cpu_window: (std::time::Instant, std::collections::HashMap<String, u64>),
+    /// Groups whose filters are suspended for taking more than their share.
+    throttled: HashSet<String>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -275,6 +292,8 @@ impl Daemon {
             logged: HashSet::new(),
             woken: Vec::new(),
             spare: std::fs::File::open("/dev/null").ok(),
+            cpu_window: (std::time::Instant::now(), Default::default()),
+            throttled: HashSet::new(),
         })
     }
 
@@ -338,8 +357,52 @@ impl Daemon {
         self.serve(if busy { 0 } else { 100 })?;
         if busy {
             self.pump();
+            self.share_cpu();
         }
         Ok(())
+    }
+
+    /// Once per [`CPU_WINDOW`]: suspend, for the next window, the filters of each flow group
+    /// that took more than [`Limits::cpu_percent`] of the window while other groups have
+    /// flows; resume the others.
+    fn share_cpu(&mut self) {
+        let elapsed = self.cpu_window.0.elapsed();
+        if elapsed < CPU_WINDOW {
+            return;
+        }
+        let now = self.runtime.cpu_by_group();
+        let groups: HashSet<&str> = self
+            .sessions
+            .values()
+            .filter(|s| !s.flows.is_empty())
+            .map(|s| s.group.as_str())
+            .collect();
+        let budget = elapsed.as_nanos() as u64 * u64::from(self.cfg.limits.cpu_percent) / 100;
+        let mut over = Vec::new();
+        for (g, &ns) in &now {
+            let used = ns.saturating_sub(self.cpu_window.1.get(g).copied().unwrap_or(0));
+            if groups.len() > 1 && used > budget {
+                over.push((g.clone(), used));
+            }
+        }
+        for g in self.throttled.clone() {
+            if !over.iter().any(|(o, _)| *o == g) {
+                self.runtime.throttle(&g, false);
+                self.throttled.remove(&g);
+            }
+        }
+        for (g, used) in over {
+            if self.throttled.insert(g.clone()) {
+                self.runtime.throttle(&g, true);
+                self.log(&format!(
+                    "group {g}: its filters took {} ms of {} ms; suspended for {} ms",
+                    used / 1_000_000,
+                    elapsed.as_millis(),
+                    CPU_WINDOW.as_millis()
+                ));
+            }
+        }
+        self.cpu_window = (std::time::Instant::now(), now);
     }
 
     /// Take up to [`BATCH`] packets through the graph; stop early when the sources are idle.
@@ -347,7 +410,7 @@ impl Daemon {
     /// batch, none while they keep up).
     fn pump(&mut self) {
         let mut ended = false;
-        match self.runtime.step_batch(BATCH) {
+        match self.runtime.step_batch(BATCH, BATCH_TIME) {
             Ok(true) => {}
             Ok(false) => {
                 if !self.finished {

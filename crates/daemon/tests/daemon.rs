@@ -583,3 +583,78 @@ fn a_quiet_device_holds_up_no_request_and_no_other_source() {
     drop((quiet, generated, c));
     daemon.stop().expect("the daemon thread");
 }
+
+/// One group's costly filter cannot take the capture loop from another group: while both have
+/// flows on one source, the costly group's filters are suspended whenever they took more than
+/// their share of a window, and the packets they miss are counted as its drops.
+#[test]
+fn a_costly_filter_cannot_starve_another_group() {
+    let _serial = serial();
+    let d = Running::start_with("cpu", |cfg| {
+        cfg.group_by = GroupBy::Connection;
+        cfg.limits.fpl_ops = 1 << 24;
+    });
+    const N: u64 = 100_000;
+    let heavy = "FOR (R[1] = 0; R[1] < 1500000; R[1]++) R[2] = R[2] + R[1]; ROF RETURN 1;";
+    // The light flow first: it sees every packet of the shared source (the costly one joins
+    // a few packets later).
+    let b = d.client();
+    let t = Instant::now();
+    let mut light = b
+        .open(
+            &format!("(gen,5,{N}) -> (bpf,\"ip\")"),
+            &OpenOptions::default(),
+        )
+        .unwrap();
+    let a = d.client();
+    let mut costly = a
+        .open(
+            &format!("(gen,5,{N}) -> (fpl,\"{heavy}\")"),
+            &OpenOptions::default(),
+        )
+        .unwrap();
+    // Read both: the light flow gets every packet it accepts, soon (or counts it as dropped:
+    // between suspensions the source runs at full speed, faster than this loop reads).
+    let want = expected(5, N as usize, "ip").len() as u64;
+    let mut got = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let dropped = |f: &netsift_daemon::Flow| f.stats().map_or(0, |s| s.dropped);
+    while got + dropped(&light) < want {
+        let r = light.reader();
+        r.wait_for(64, Duration::from_millis(20));
+        while r.next().is_some() {
+            got += 1;
+        }
+        r.release();
+        let c = costly.reader();
+        while c.next().is_some() {}
+        c.release();
+        assert!(
+            Instant::now() < deadline,
+            "the light flow got {got} of {want}: {:?}; the costly one: {:?}",
+            light.stats(),
+            costly.stats()
+        );
+    }
+    let light_took = t.elapsed();
+    drain(&mut costly);
+    let st = costly.stats().unwrap();
+    let sl = light.stats().unwrap();
+    println!(
+        "light flow: {want} packets ({} delivered, {} dropped unread) in {light_took:?} beside \
+         a filter of up to 15 million operations per packet; the costly flow: {} delivered, {} \
+         dropped of {N}",
+        sl.delivered, sl.dropped, st.delivered, st.dropped
+    );
+    assert_eq!(sl.delivered, got);
+    // Without the suspensions the light flow waits for the costly filter on every packet
+    // (about a millisecond each: over 10 s).
+    assert!(light_took < Duration::from_secs(3), "{light_took:?}");
+    assert!(st.dropped > 0, "the costly group was never suspended");
+    // Every packet after it joined is delivered or counted (it joined a few batches late).
+    let seen = st.delivered + st.dropped;
+    assert!(seen <= N && seen > N / 2, "{st:?}");
+    assert_eq!(st.appended, st.delivered, "{st:?}");
+    drop((costly, light));
+    d.stop();
+}

@@ -105,12 +105,13 @@ pub trait Source: Send {
 
     /// Hand up to `max` packets to `f` (bytes, wire length, time stamp) straight from the
     /// source's own memory — no copy — waiting up to the source's poll interval for the first;
-    /// `Some(Ok(n))` says how many. `None`: this source cannot lend packets (the capture loop
-    /// then takes them one by one with [`Source::poll_packet`]), which is the default.
+    /// `Some(Ok(n))` says how many. `f` returns `false` to stop after the packet it got. `None`:
+    /// this source cannot lend packets (the capture loop then takes them one by one with
+    /// [`Source::poll_packet`]), which is the default.
     fn poll_borrowed(
         &mut self,
         max: usize,
-        f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp),
+        f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp) -> bool,
     ) -> Option<Result<usize, Error>> {
         let _ = (max, f);
         None

@@ -56,7 +56,25 @@ pub struct Node {
     pub seen: u64,
     /// Packets it passed (for sources: made).
     pub passed: u64,
+    /// Who may share it ([`Spec::scope`]): a daemon's flow group.
+    pub scope: Option<String>,
+    /// The time its filter took, in nanoseconds: measured on one packet in
+    /// [`CPU_SAMPLE`] and multiplied, so the estimate costs two clock reads per node per
+    /// [`CPU_SAMPLE`] packets — and on every packet once one sample took more than
+    /// [`SLOW_FILTER`] (then the reads cost nothing beside the filter).
+    pub cpu_ns: u64,
+    /// A sample took more than [`SLOW_FILTER`]: timed on every packet.
+    pub slow: bool,
+    /// While set, the node runs on no packet (it passes none): its group used more than its
+    /// share of the capture loop ([`Dataflow::suspend`]).
+    pub suspended: bool,
 }
+
+/// One packet in this many has its filters timed ([`Node::cpu_ns`]).
+pub const CPU_SAMPLE: u32 = 64;
+
+/// A filter that took longer than this on a sampled packet is timed on every packet.
+pub const SLOW_FILTER: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// What makes two filters the same instance.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -101,6 +119,10 @@ pub struct Dataflow {
     generation: u64,
     /// New nodes get their MBuf in a memory file ([`MBuf::new_shared`]).
     shared_mbufs: bool,
+    /// Packets processed, for timing one in [`CPU_SAMPLE`].
+    tick: u32,
+    /// Nodes found slow ([`Node::slow`]), live or not.
+    slow_nodes: usize,
 }
 
 /// The result of one packet at a node that passed it.
@@ -274,6 +296,10 @@ impl Dataflow {
             users: 0,
             seen: 0,
             passed: 0,
+            scope: spec.scope.clone(),
+            cpu_ns: 0,
+            slow: false,
+            suspended: false,
         })
     }
 
@@ -401,6 +427,8 @@ impl Dataflow {
         }
         self.passed[..src].fill(None);
         self.passed[src] = Some((0, pkt.data.len()));
+        self.tick = self.tick.wrapping_add(1);
+        let timed = self.tick % CPU_SAMPLE == 0;
         for i in src + 1..nodes {
             self.passed[i] = None;
             let Some(n) = self.nodes[i].as_mut() else {
@@ -409,6 +437,9 @@ impl Dataflow {
             let Body::Filter(f) = &mut n.body else {
                 continue;
             };
+            if n.suspended {
+                continue;
+            }
             let mut len = None;
             for &u in &n.upstream {
                 if let Some((_, l)) = self.passed[u] {
@@ -421,12 +452,57 @@ impl Dataflow {
                 data: &pkt.data[..len.min(pkt.data.len())],
                 ..*pkt
             };
-            if let Verdict::Pass { result, keep } = f.process(&view, &n.mbuf) {
+            let started = (timed || n.slow).then(std::time::Instant::now);
+            let verdict = f.process(&view, &n.mbuf);
+            if let Some(t) = started {
+                let took = t.elapsed();
+                let weight = if n.slow { 1 } else { u64::from(CPU_SAMPLE) };
+                n.cpu_ns = n.cpu_ns.saturating_add(took.as_nanos() as u64 * weight);
+                if took > SLOW_FILTER && !n.slow {
+                    n.slow = true;
+                    self.slow_nodes += 1;
+                }
+            }
+            if let Verdict::Pass { result, keep } = verdict {
                 n.passed += 1;
                 let out = keep.map_or(len, |k| len.min(k as usize));
                 self.passed[i] = Some((result, out));
             }
         }
+    }
+
+    /// The estimated filter time of every node of each scope so far, in nanoseconds
+    /// ([`Node::cpu_ns`]).
+    pub fn cpu_by_scope(&self) -> HashMap<String, u64> {
+        let mut out: HashMap<String, u64> = HashMap::new();
+        for n in self.nodes.iter().flatten() {
+            if let Some(s) = &n.scope {
+                *out.entry(s.clone()).or_default() += n.cpu_ns;
+            }
+        }
+        out
+    }
+
+    /// Whether some filter was found slow ([`SLOW_FILTER`]): callers that bound their time
+    /// should then look at the clock after every packet.
+    pub fn has_slow_filters(&self) -> bool {
+        self.slow_nodes > 0
+    }
+
+    /// Suspend (or resume) every node of `scope`: a suspended node runs on no packet. Returns
+    /// whether anything changed.
+    pub fn suspend(&mut self, scope: &str, on: bool) -> bool {
+        let mut changed = false;
+        for n in self.nodes.iter_mut().flatten() {
+            if n.scope.as_deref() == Some(scope) && n.suspended != on {
+                n.suspended = on;
+                changed = true;
+            }
+        }
+        if changed {
+            self.generation += 1;
+        }
+        changed
     }
 
     /// Whether node `id` passed the last packet, with its result and kept length.

@@ -154,6 +154,9 @@ struct Target {
     reader: ReaderId,
     /// The flow's group's index in [`Runtime::writers`].
     slot: usize,
+    /// While some of the flow's filters are suspended ([`Runtime::throttle`]): its nodes. A
+    /// packet of one of its sources then counts as dropped for it.
+    throttled: Vec<NodeId>,
 }
 
 /// Counters of a run.
@@ -657,9 +660,18 @@ impl Runtime {
     /// Process up to about `max` packets from the next source with input (round robin): a
     /// source that can lend its packets ([`crate::Source::poll_borrowed`], the `device` class)
     /// hands them over straight from its ring, without a copy; others are taken one by one as
-    /// [`Runtime::step`] does, stopping early when they idle. `Ok(false)` when every source has
-    /// ended.
-    pub fn step_batch(&mut self, max: usize) -> Result<bool, Error> {
+    /// [`Runtime::step`] does, stopping early when they idle — or when `budget` has passed
+    /// (checked every [`BUDGET_CHECK`] packets), so that a costly filter cannot hold the caller
+    /// for long. `Ok(false)` when every source has ended.
+    pub fn step_batch(&mut self, max: usize, budget: std::time::Duration) -> Result<bool, Error> {
+        let start = std::time::Instant::now();
+        // With a slow filter in the graph, every packet may be long: look after each.
+        let every = if self.graph.has_slow_filters() {
+            1
+        } else {
+            BUDGET_CHECK
+        };
+        let within = move |n: u64| n % every != 0 || start.elapsed() < budget;
         let Some((generation, sources)) = self.live_sources() else {
             return Ok(false);
         };
@@ -673,6 +685,7 @@ impl Runtime {
         let lent = s.poll_borrowed(max, &mut |data, wire_len, timestamp| {
             made += 1;
             self.push_data(src, data, wire_len, timestamp);
+            within(made)
         });
         let lost = s.lost();
         self.graph.restore_source(src, s, made);
@@ -683,15 +696,33 @@ impl Runtime {
             Some(Ok(_)) => Ok(true),
             Some(Err(e)) => Err(e),
             None => {
-                for _ in 0..max {
+                for n in 1..=max as u64 {
                     let before = self.stats.packets;
-                    if !self.step()? || self.stats.packets == before {
+                    if !self.step()? || self.stats.packets == before || !within(n) {
                         break;
                     }
                 }
                 Ok(!self.graph.live_sources().is_empty())
             }
         }
+    }
+
+    /// The estimated time the filters of each flow group took so far, in nanoseconds
+    /// (sampled: [`crate::dataflow::Node::cpu_ns`]; filters shared by all groups not counted).
+    pub fn cpu_by_group(&self) -> HashMap<String, u64> {
+        self.graph.cpu_by_scope()
+    }
+
+    /// Suspend (or resume) the filters of flow group `group`: while suspended they run on no
+    /// packet, and every packet of their flows' sources counts as dropped for those flows —
+    /// how a daemon keeps one group from taking the capture loop from the others. Returns
+    /// whether anything changed.
+    pub fn throttle(&mut self, group: &str, on: bool) -> bool {
+        let changed = self.graph.suspend(group, on);
+        if changed {
+            self.plan = None;
+        }
+        changed
     }
 
     /// Count `n` packets source `src` lost in the drops of every active flow it feeds (once per
@@ -723,10 +754,19 @@ impl Runtime {
             .values()
             .filter(|f| f.state == FlowState::Active && seen.insert(f.ibuf))
             .filter_map(|f| {
+                let suspended = f
+                    .nodes
+                    .iter()
+                    .any(|&n| self.graph.node(n).is_some_and(|n| n.suspended));
                 Some(Target {
                     ends: f.ends.clone(),
                     reader: f.reader?,
                     slot: self.groups.get(&f.group)?.slot,
+                    throttled: if suspended {
+                        f.nodes.clone()
+                    } else {
+                        Vec::new()
+                    },
                 })
             })
             .collect();
@@ -768,6 +808,14 @@ impl Runtime {
         // PERF: one target (one flow, or flows sharing one IBuf — K copies of a tool): write
         // and deliver directly.
         if let [t] = plan.as_slice() {
+            if !t.throttled.is_empty() {
+                if t.throttled.contains(&src)
+                    && let Some(w) = self.writers[t.slot].as_mut()
+                {
+                    w.note_lost(t.reader, 1);
+                }
+                return;
+            }
             let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) else {
                 return;
             };
@@ -790,6 +838,14 @@ impl Runtime {
             return;
         }
         for t in plan {
+            if !t.throttled.is_empty() {
+                if t.throttled.contains(&src)
+                    && let Some(w) = self.writers[t.slot].as_mut()
+                {
+                    w.note_lost(t.reader, 1);
+                }
+                continue;
+            }
             if let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) {
                 let e = &mut self.to[t.slot];
                 if e.0.is_empty() {
@@ -894,6 +950,9 @@ fn pbuf_sizes(opts: &FlowOptions) -> (u32, u32, u32) {
     let (slots, slot_size) = (opts.slots.max(1), opts.slot_size.max(64));
     (slots, slot_size, opts.max_packet.max(slot_size))
 }
+
+/// [`Runtime::step_batch`] looks at the clock once per this many packets.
+pub const BUDGET_CHECK: u64 = 16;
 
 #[cfg(test)]
 mod tests {

@@ -46,6 +46,10 @@ struct Args {
     /// The most operations an FPL filter may execute per packet [default: 65536].
     #[arg(long, value_name = "N")]
     max_fpl_ops: Option<u64>,
+    /// The share of the capture loop, in percent, one flow group's filters may take while
+    /// other groups have flows [default: 50].
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    max_cpu_percent: Option<u32>,
     /// Log connections, flows and authorisation decisions to standard error, and which engine
     /// runs each filter (`RUST_LOG` selects in detail).
     #[arg(short, long)]
@@ -96,6 +100,7 @@ fn run(args: Args) -> Result<(), String> {
         .unwrap_or(l.connections_per_user);
     l.flows_per_user = args.max_flows_per_user.unwrap_or(l.flows_per_user);
     l.fpl_ops = args.max_fpl_ops.unwrap_or(l.fpl_ops);
+    l.cpu_percent = args.max_cpu_percent.unwrap_or(l.cpu_percent);
     if let Some(s) = &args.max_memory {
         l.memory = size(s).map_err(|e| format!("--max-memory {s}: {e}"))?;
     }

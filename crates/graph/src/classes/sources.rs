@@ -349,7 +349,7 @@ impl Source for DeviceSource {
     fn poll_borrowed(
         &mut self,
         max: usize,
-        f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp),
+        f: &mut dyn FnMut(&[u8], u32, netsift_capture::Timestamp) -> bool,
     ) -> Option<Result<usize, Error>> {
         use netsift_capture::live::{Flow, Source as _};
         // Packets copied out earlier (by `poll_packet`) go first, in order.
@@ -358,9 +358,12 @@ impl Source for DeviceSource {
             let Some(p) = self.queue.pop_front() else {
                 break;
             };
-            f(&p.data, p.wire_len, p.timestamp);
+            let more = f(&p.data, p.wire_len, p.timestamp);
             n += 1;
             self.recycle(p);
+            if !more {
+                return Some(Ok(n));
+            }
         }
         if n > 0 || max == 0 {
             return Some(Ok(n));
@@ -368,9 +371,13 @@ impl Source for DeviceSource {
         // A short wait: the caller (the daemon's loop) looks at its sockets and other sources
         // between batches.
         let r = self.src.poll_batch(Some(BORROW_WAIT), &mut |p| {
-            f(p.data, p.wire_len, p.timestamp);
+            let more = f(p.data, p.wire_len, p.timestamp);
             n += 1;
-            if n >= max { Flow::Stop } else { Flow::Continue }
+            if !more || n >= max {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
         });
         Some(r.map(|_| n).map_err(|e| {
             Error::with_source(
