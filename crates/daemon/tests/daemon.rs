@@ -63,21 +63,7 @@ fn expected(seed: u64, n: usize, expr: &str) -> Vec<Vec<u8>> {
 
 /// Read a flow until its source ended.
 fn drain(flow: &mut netsift_daemon::Flow) -> Vec<Vec<u8>> {
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = flow.reader();
-        r.wait_for(64, Duration::from_millis(50));
-        while let Some(p) = r.next() {
-            got.push(p.data.to_vec());
-        }
-        r.release();
-        if r.is_finished() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the flow never finished");
-    }
-    got
+    netsift_testkit::daemon::drain(flow, Duration::from_secs(30))
 }
 
 fn memfds() -> usize {

@@ -168,8 +168,9 @@ impl Drop for Netsiftd {
     }
 }
 
-/// Runs attack `name` as `user` (this binary's ignored `attack` entry); its output.
-fn as_user(user: &User, name: &str, socket: &Path, extra: &[(&str, &str)]) -> Output {
+/// The command that runs attack `name` as `user`: this binary's ignored `attack` entry, with
+/// the user's ids (and no supplementary groups) and the attack's environment.
+fn attack_command(user: &User, name: &str, socket: &Path, extra: &[(&str, &str)]) -> Command {
     let exe = std::env::current_exe().unwrap();
     let mut c = Command::new(exe);
     c.args([
@@ -187,7 +188,14 @@ fn as_user(user: &User, name: &str, socket: &Path, extra: &[(&str, &str)]) -> Ou
     for (k, v) in extra {
         c.env(k, v);
     }
-    let out = c.output().expect("run the attack");
+    c
+}
+
+/// Runs attack `name` as `user`; its output.
+fn as_user(user: &User, name: &str, socket: &Path, extra: &[(&str, &str)]) -> Output {
+    let out = attack_command(user, name, socket, extra)
+        .output()
+        .expect("run the attack");
     eprintln!(
         "attack {name} as {}: {}\n{}",
         user.name,
@@ -212,27 +220,12 @@ fn holding<T>(
 ) -> T {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
-    let exe = std::env::current_exe().unwrap();
-    let mut c = Command::new(exe);
-    c.args([
-        "attack",
-        "--exact",
-        "--ignored",
-        "--nocapture",
-        "--test-threads",
-        "1",
-    ])
-    .env("NETSIFT_ATTACK", name)
-    .env("NETSIFT_SOCKET", socket)
-    .env("NETSIFT_HOLD", "1")
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .uid(user.uid)
-    .gid(user.gid);
-    for (k, v) in extra {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().expect("run the attack");
+    let mut child = attack_command(user, name, socket, extra)
+        .env("NETSIFT_HOLD", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run the attack");
     let out = BufReader::new(child.stdout.take().unwrap());
     let mut lines = out.lines();
     loop {
@@ -260,23 +253,7 @@ fn witness(socket: &Path) {
         .open("(gen,9,3000) -> (bpf,\"udp\")", &OpenOptions::default())
         .expect("the witness's flow");
     let want = netsift_testkit::reference::mixed_accepted(9, 3000, "udp");
-    let mut got = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = f.reader();
-        r.wait_for(64, Duration::from_millis(50));
-        while let Some(p) = r.next() {
-            got.push(p.data.to_vec());
-        }
-        r.release();
-        if r.is_finished() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the witness's flow never finished"
-        );
-    }
+    let got = netsift_testkit::daemon::drain(&mut f, Duration::from_secs(30));
     assert_eq!(got, want, "the witness got other packets");
 }
 

@@ -1089,22 +1089,6 @@ pub fn daemon_client(data: &[u8]) {
         .open("(gen,11,500) -> (bpf,\"udp\")", &OpenOptions::default())
         .expect("a flow after the script");
     let want = crate::reference::mixed_accepted(11, 500, "udp");
-    let mut got = Vec::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let r = f.reader();
-        r.wait_for(64, std::time::Duration::from_millis(20));
-        while let Some(p) = r.next() {
-            got.push(p.data.to_vec());
-        }
-        r.release();
-        if r.is_finished() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the flow after the script never ended"
-        );
-    }
+    let got = crate::daemon::drain(&mut f, std::time::Duration::from_secs(30));
     assert_eq!(got, want, "a flow after the script got other packets");
 }

@@ -28,6 +28,7 @@
 pub mod build;
 #[cfg(feature = "libpcap")]
 pub mod corpus;
+pub mod daemon;
 pub mod data;
 pub mod exprgen;
 #[cfg(feature = "libpcap")]
