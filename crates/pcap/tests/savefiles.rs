@@ -152,6 +152,7 @@ fn versions_and_section_headers_are_read_as_libpcap_reads_them() {
 /// Makes sure Debian's tcpflow is installed.
 fn tcpflow() -> &'static str {
     if Command::new("tcpflow").arg("-V").output().is_err() {
+        let _ = Command::new("apt-get").args(["update", "-qq"]).status();
         let st = Command::new("apt-get")
             .args(["install", "-y", "tcpflow"])
             .status()
