@@ -512,7 +512,7 @@ fn open_error_text(e: &netsift_capture::Error) -> String {
             } else {
                 let got = numbers(e.detail()).last().copied().unwrap_or(0);
                 format!(
-                    "truncated dump file; tried to read 20 file header bytes, only got {}",
+                    "truncated dump file; tried to read 24 file header bytes, only got {}",
                     got.saturating_sub(4)
                 )
             }

@@ -118,6 +118,14 @@ fn versions_and_section_headers_are_read_as_libpcap_reads_them() {
     second[n - 4] ^= 0x40;
     bad_second_trailer.extend(second);
     let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "pcap header cut at 10 bytes",
+            pcap_header(2, 4, 65535, 1)[..10].to_vec(),
+        ),
+        (
+            "pcap magic cut at 3 bytes",
+            pcap_header(2, 4, 65535, 1)[..3].to_vec(),
+        ),
         ("pcap 2.4", with_record(pcap_header(2, 4, 65535, 1))),
         ("pcap 2.2", with_record(pcap_header(2, 2, 65535, 1))),
         ("pcap 2.5", with_record(pcap_header(2, 5, 65535, 1))),
