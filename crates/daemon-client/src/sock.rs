@@ -107,11 +107,22 @@ impl Listener {
             ));
         }
         let dir = path.with_file_name(format!(".netsiftd-{}", std::process::id()));
+        let inner = dir.join("s");
+        // Bound in the private directory first: that path must fit a socket address too.
+        sockaddr(&inner).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "socket path {} is too long: it is bound as {} first",
+                    path.display(),
+                    inner.display()
+                ),
+            )
+        })?;
         {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         }
-        let inner = dir.join("s");
         let result = (|| {
             let fd = socket()?;
             let (addr, len) = sockaddr(&inner)?;

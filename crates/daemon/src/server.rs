@@ -159,7 +159,8 @@ pub struct Config {
     pub group_by: GroupBy,
     /// Log connections, flows and decisions to standard error.
     pub verbose: bool,
-    /// How many applications may be connected.
+    /// What the applications get at the most: connections, flows, shared memory, filter cost,
+    /// share of the capture loop.
     pub limits: Limits,
 }
 
@@ -228,8 +229,6 @@ pub struct Daemon {
     spare: Option<std::fs::File>,
     /// The start of the current [`CPU_WINDOW`] and each group's filter time at its start.
     cpu_window: (std::time::Instant, std::collections::HashMap<String, u64>),
-    /// Groups whose filters are suspended for taking more than their share.
-    throttled: HashSet<String>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -241,36 +240,27 @@ impl std::fmt::Debug for Daemon {
     }
 }
 
+/// The name of `id` in a `/etc/passwd`- or `/etc/group`-style `table` (name, password, id, …).
+fn name_in(table: &str, id: u32) -> Option<String> {
+    table.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let n: u32 = f.nth(1)?.parse().ok()?;
+        (n == id).then(|| name.to_string())
+    })
+}
+
 /// The user name of `uid` from `/etc/passwd`, else `uid:N` (what policy rules name).
 pub fn user_name(uid: u32) -> String {
-    std::fs::read_to_string("/etc/passwd")
-        .ok()
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                let mut f = l.split(':');
-                let name = f.next()?;
-                let id: u32 = f.nth(1)?.parse().ok()?;
-                (id == uid).then(|| name.to_string())
-            })
-        })
-        .unwrap_or_else(|| format!("uid:{uid}"))
+    let table = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    name_in(&table, uid).unwrap_or_else(|| format!("uid:{uid}"))
 }
 
 /// The names of group `gid` and of `groups` from `/etc/group` (`gid:N` for an id without
 /// one): what policy `group` rules name.
 pub fn group_names(gid: u32, groups: &[u32]) -> Vec<String> {
     let table = std::fs::read_to_string("/etc/group").unwrap_or_default();
-    let name = |id: u32| {
-        table
-            .lines()
-            .find_map(|l| {
-                let mut f = l.split(':');
-                let name = f.next()?;
-                let n: u32 = f.nth(1)?.parse().ok()?;
-                (n == id).then(|| name.to_string())
-            })
-            .unwrap_or_else(|| format!("gid:{id}"))
-    };
+    let name = |id: u32| name_in(&table, id).unwrap_or_else(|| format!("gid:{id}"));
     let mut ids = vec![gid];
     ids.extend(groups.iter().copied().filter(|&g| g != gid));
     ids.into_iter().map(name).collect()
@@ -293,7 +283,6 @@ impl Daemon {
             woken: Vec::new(),
             spare: std::fs::File::open("/dev/null").ok(),
             cpu_window: (std::time::Instant::now(), Default::default()),
-            throttled: HashSet::new(),
         })
     }
 
@@ -378,22 +367,11 @@ impl Daemon {
             .map(|s| s.group.as_str())
             .collect();
         let budget = elapsed.as_nanos() as u64 * u64::from(self.cfg.limits.cpu_percent) / 100;
-        let mut over = Vec::new();
+        let contended = groups.len() > 1;
         for (g, &ns) in &now {
             let used = ns.saturating_sub(self.cpu_window.1.get(g).copied().unwrap_or(0));
-            if groups.len() > 1 && used > budget {
-                over.push((g.clone(), used));
-            }
-        }
-        for g in self.throttled.clone() {
-            if !over.iter().any(|(o, _)| *o == g) {
-                self.runtime.throttle(&g, false);
-                self.throttled.remove(&g);
-            }
-        }
-        for (g, used) in over {
-            if self.throttled.insert(g.clone()) {
-                self.runtime.throttle(&g, true);
+            let over = contended && used > budget;
+            if self.runtime.throttle(g, over) && over {
                 self.log(&format!(
                     "group {g}: its filters took {} ms of {} ms; suspended for {} ms",
                     used / 1_000_000,
@@ -767,6 +745,8 @@ impl Daemon {
             bounds: netsift_graph::class::Bounds {
                 fpl_ops: limits.fpl_ops,
             },
+            // The reply carries the PBuf, IBuf and control page, then one per MBuf.
+            max_mbufs: Some(MAX_FDS - 3),
             group: Some(group.clone()),
             preference: o.preference,
             slots: o.slots,
@@ -857,16 +837,6 @@ impl Daemon {
                 fds.push(r.fd().try_clone_to_owned()?);
                 mbufs.push(format!("{i}:{}", m.len()));
             }
-        }
-        if fds.len() > MAX_FDS {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "the flow has {} MBufs; a reply carries at most {}",
-                    fds.len() - 3,
-                    MAX_FDS - 3
-                ),
-            ));
         }
         let link = nodes
             .last()

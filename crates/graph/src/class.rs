@@ -125,8 +125,9 @@ pub trait Source: Send {
     }
 
     /// Packets the source lost before the runtime saw them, since the last call (a kernel
-    /// ring that overflowed while the runtime was behind): counted in the drops of every flow
-    /// it feeds, as libpcap counts a ring's drops in `pcap_stats`. The default: none.
+    /// ring that overflowed while the runtime was behind): [`crate::Runtime::step_batch`] (the
+    /// daemon's capture loop) counts them in the drops of every flow the source feeds, as
+    /// libpcap counts a ring's drops in `pcap_stats`. The default: none.
     fn lost(&mut self) -> u64 {
         0
     }

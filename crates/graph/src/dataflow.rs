@@ -121,8 +121,6 @@ pub struct Dataflow {
     shared_mbufs: bool,
     /// Packets processed, for timing one in [`CPU_SAMPLE`].
     tick: u32,
-    /// Nodes found slow ([`Node::slow`]), live or not.
-    slow_nodes: usize,
 }
 
 /// The result of one packet at a node that passed it.
@@ -458,10 +456,7 @@ impl Dataflow {
                 let took = t.elapsed();
                 let weight = if n.slow { 1 } else { u64::from(CPU_SAMPLE) };
                 n.cpu_ns = n.cpu_ns.saturating_add(took.as_nanos() as u64 * weight);
-                if took > SLOW_FILTER && !n.slow {
-                    n.slow = true;
-                    self.slow_nodes += 1;
-                }
+                n.slow |= took > SLOW_FILTER;
             }
             if let Verdict::Pass { result, keep } = verdict {
                 n.passed += 1;
@@ -486,7 +481,7 @@ impl Dataflow {
     /// Whether some filter was found slow ([`SLOW_FILTER`]): callers that bound their time
     /// should then look at the clock after every packet.
     pub fn has_slow_filters(&self) -> bool {
-        self.slow_nodes > 0
+        self.nodes.iter().flatten().any(|n| n.slow)
     }
 
     /// Suspend (or resume) every node of `scope`: a suspended node runs on no packet. Returns

@@ -251,11 +251,12 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// A user of no group with no privilege.
+    /// A user of no group, privileged when the name is `root`.
     pub fn user(name: &str) -> Principal {
         Principal {
             user: name.to_string(),
-            ..Principal::default()
+            groups: Vec::new(),
+            privileged: name == "root",
         }
     }
 }
@@ -469,23 +470,30 @@ fn size(line: &mut Line) -> Result<u64, PolicyError> {
         span = span.to(*us);
         line.i += 1;
     }
-    let bad = |line: &Line| {
+    parse_size(&format!("{num}{unit}")).ok_or_else(|| {
         line.err(
             "expected a size in bytes (such as 65536, 64K or 16MiB)",
             span,
         )
-    };
-    let shift = match unit.as_str() {
+    })
+}
+
+/// A size in bytes: a number, optionally followed by `B`, `K`/`KiB`, `M`/`MiB` or `G`/`GiB`
+/// (powers of 1024, case ignored, white space allowed before the unit); `None` when it is not
+/// one or does not fit 64 bits. The policy's `max mbuf` and netsiftd's `--max-memory` read sizes
+/// with it.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kib" => 10,
         "m" | "mib" => 20,
         "g" | "gib" => 30,
-        _ => return Err(bad(line)),
+        _ => return None,
     };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| bad(line))
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
 }
 
 impl Policy {

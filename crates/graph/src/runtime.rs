@@ -97,6 +97,9 @@ pub struct FlowOptions {
     pub memory_budget: Option<u64>,
     /// What each of its filters may cost per packet.
     pub bounds: crate::class::Bounds,
+    /// The most filters with an MBuf it may have (a daemon passes one descriptor per MBuf in
+    /// one message); `None`: no limit. Checked before anything is made.
+    pub max_mbufs: Option<usize>,
 }
 
 impl Default for FlowOptions {
@@ -116,6 +119,7 @@ impl Default for FlowOptions {
             access: Access::Own,
             memory_budget: None,
             bounds: crate::class::Bounds::default(),
+            max_mbufs: None,
         }
     }
 }
@@ -154,8 +158,8 @@ struct Target {
     reader: ReaderId,
     /// The flow's group's index in [`Runtime::writers`].
     slot: usize,
-    /// While some of the flow's filters are suspended ([`Runtime::throttle`]): its nodes. A
-    /// packet of one of its sources then counts as dropped for it.
+    /// While some of the flow's filters are suspended ([`Runtime::throttle`]): its sources. A
+    /// packet of one of them then counts as dropped for it.
     throttled: Vec<NodeId>,
 }
 
@@ -440,6 +444,17 @@ impl Runtime {
     /// Create, instantiate and activate one flow.
     pub fn open(&mut self, text: &str, opts: FlowOptions) -> Result<(FlowId, Reader), Error> {
         let id = self.create(text, opts)?;
+        let flow = &self.flows[&id];
+        let mbufs = flow.resolved.iter().filter(|r| r.mbuf_bytes > 0).count();
+        if let Some(max) = flow.opts.max_mbufs
+            && mbufs > max
+        {
+            self.flows.remove(&id);
+            return Err(Error::new(
+                ErrorKind::Limit,
+                format!("the flow has {mbufs} MBufs; at most {max} can be shared with it"),
+            ));
+        }
         let (need, budget) = (self.memory_needed(id), self.flows[&id].opts.memory_budget);
         if let Some(budget) = budget
             && need > budget
@@ -754,19 +769,22 @@ impl Runtime {
             .values()
             .filter(|f| f.state == FlowState::Active && seen.insert(f.ibuf))
             .filter_map(|f| {
+                let node = |n: NodeId| self.graph.node(n);
                 let suspended = f
                     .nodes
                     .iter()
-                    .any(|&n| self.graph.node(n).is_some_and(|n| n.suspended));
+                    .any(|&n| node(n).is_some_and(|n| n.suspended));
+                let sources = || {
+                    let is_source = |&&n: &&NodeId| {
+                        node(n).is_some_and(|n| matches!(n.body, crate::dataflow::Body::Source(_)))
+                    };
+                    f.nodes.iter().filter(is_source).copied().collect()
+                };
                 Some(Target {
                     ends: f.ends.clone(),
                     reader: f.reader?,
                     slot: self.groups.get(&f.group)?.slot,
-                    throttled: if suspended {
-                        f.nodes.clone()
-                    } else {
-                        Vec::new()
-                    },
+                    throttled: if suspended { sources() } else { Vec::new() },
                 })
             })
             .collect();
@@ -809,11 +827,7 @@ impl Runtime {
         // and deliver directly.
         if let [t] = plan.as_slice() {
             if !t.throttled.is_empty() {
-                if t.throttled.contains(&src)
-                    && let Some(w) = self.writers[t.slot].as_mut()
-                {
-                    w.note_lost(t.reader, 1);
-                }
+                note_throttled(&mut self.writers, t, src);
                 return;
             }
             let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) else {
@@ -839,11 +853,7 @@ impl Runtime {
         }
         for t in plan {
             if !t.throttled.is_empty() {
-                if t.throttled.contains(&src)
-                    && let Some(w) = self.writers[t.slot].as_mut()
-                {
-                    w.note_lost(t.reader, 1);
-                }
+                note_throttled(&mut self.writers, t, src);
                 continue;
             }
             if let Some(p) = t.ends.iter().find_map(|&e| self.graph.passed(e)) {
@@ -949,6 +959,16 @@ fn no_flow(id: FlowId) -> Error {
 fn pbuf_sizes(opts: &FlowOptions) -> (u32, u32, u32) {
     let (slots, slot_size) = (opts.slots.max(1), opts.slot_size.max(64));
     (slots, slot_size, opts.max_packet.max(slot_size))
+}
+
+/// A packet of source `src` that throttled target `t` misses counts as dropped for it.
+#[cold]
+fn note_throttled(writers: &mut [Option<Writer>], t: &Target, src: NodeId) {
+    if t.throttled.contains(&src)
+        && let Some(w) = writers[t.slot].as_mut()
+    {
+        w.note_lost(t.reader, 1);
+    }
 }
 
 /// [`Runtime::step_batch`] looks at the clock once per this many packets.

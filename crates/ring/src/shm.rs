@@ -157,18 +157,6 @@ impl Region {
         Ok(region)
     }
 
-    /// The seals of the memory file (`F_GET_SEALS`), e.g. to check one received from another
-    /// process.
-    pub fn seals(&self) -> io::Result<i32> {
-        // SAFETY: a valid descriptor.
-        let s = unsafe { libc::fcntl(self.fd.as_raw_fd(), libc::F_GET_SEALS) };
-        if s < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(s)
-        }
-    }
-
     /// Map a memory file received from another process: its whole length, read-write or
     /// read-only. Fails if the file is empty or cannot be mapped that way (a read-only
     /// descriptor cannot be mapped writable).

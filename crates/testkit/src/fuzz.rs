@@ -924,7 +924,10 @@ pub fn daemon_client(data: &[u8]) {
     let (socket, _) = DAEMON.get_or_init(|| {
         let path =
             std::env::temp_dir().join(format!("netsift-fuzz-daemon-{}.sock", std::process::id()));
-        let d = Daemon::bind(Config::new(&path)).expect("start the daemon");
+        let mut cfg = Config::new(&path);
+        // Whoever runs the fuzzer may open flows (the default policy allows root only).
+        cfg.policy = netsift_graph::policy::Policy::allow_all();
+        let d = Daemon::bind(cfg).expect("start the daemon");
         (path, std::sync::Mutex::new(d.spawn()))
     });
     const TEXTS: [&str; 8] = [

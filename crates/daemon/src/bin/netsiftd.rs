@@ -121,18 +121,9 @@ fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
-/// A size in bytes: a number with an optional K, M or G (powers of 1024).
+/// A size in bytes for `--max-memory*` ([`netsift_graph::policy::parse_size`]).
 fn size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, shift) = match t.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&t[..i], 10),
-        Some((i, 'm' | 'M')) => (&t[..i], 20),
-        Some((i, 'g' | 'G')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
+    netsift_graph::policy::parse_size(s)
         .ok_or_else(|| "not a size (a number of bytes, optionally with K, M or G)".to_string())
 }
 

@@ -49,8 +49,8 @@ impl WriterRing {
             .unwrap_or(self.w)
     }
 
-    fn note_dropped(&mut self) {
-        self.dropped += 1;
+    fn note_dropped(&mut self, n: u64) {
+        self.dropped += n;
         self.ring
             .writer
             .dropped
@@ -352,14 +352,14 @@ impl Writer {
             || wr.last_pos.is_some_and(|last| slot.seq < last)
             || slot.index != ring_back(w_index, back as u32, s.slots);
         if stale {
-            wr.note_dropped();
+            wr.note_dropped(1);
             return false;
         }
         if s.pref == Preference::SlowReader {
             if wr.w - wr.r_cache >= entries {
                 wr.r_cache = wr.oldest_r();
                 if wr.w - wr.r_cache >= entries {
-                    wr.note_dropped();
+                    wr.note_dropped(1);
                     return false;
                 }
             }
@@ -410,7 +410,7 @@ impl Writer {
                 let wr = &mut self.rings[k];
                 if wr.last_drop != Some(packets) {
                     wr.last_drop = Some(packets);
-                    wr.note_dropped();
+                    wr.note_dropped(1);
                 }
                 true
             }
@@ -424,9 +424,7 @@ impl Writer {
     pub fn note_lost(&mut self, id: ReaderId, n: u64) -> bool {
         match self.ring_index(id) {
             Some(k) => {
-                let wr = &mut self.rings[k];
-                wr.dropped += n;
-                wr.ring.writer.dropped.store(wr.dropped, Ordering::Relaxed);
+                self.rings[k].note_dropped(n);
                 true
             }
             None => false,
