@@ -36,4 +36,6 @@ mod validate;
 
 pub use insn::{Insn, Program, code};
 pub use interp::{Filter, LOOP_BUDGET};
-pub use validate::{MAX_LIBPCAP_INSNS, Rules, ValidateError, ValidateErrorKind, validate};
+pub use validate::{
+    MAX_LIBPCAP_INSNS, Rules, ValidateError, ValidateErrorKind, libpcap_bpf_validate, validate,
+};

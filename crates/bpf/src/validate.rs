@@ -182,6 +182,54 @@ pub fn validate(program: &Program, rules: Rules) -> Result<(), ValidateError> {
     Ok(())
 }
 
+/// libpcap 1.10.3's exported `bpf_validate(f, len)`, exactly: `len >= 1`; loads of a known
+/// mode, scratch indexes below 16, known ALU and jump operations, no constant division or
+/// modulo by zero, every jump target inside the program (an unconditional jump's `k` added
+/// unsigned, with 32-bit wrap-around, so that "backward" jumps pass), and a `ret` last. It
+/// does not check opcodes exactly, as [`Rules::Libpcap`] does: `bpf_validate` accepts
+/// programs that libpcap's interpreter aborts on, and netsift's libpcap returns its answer for
+/// programs that callers only inspect.
+pub fn libpcap_bpf_validate(insns: &[Insn]) -> bool {
+    use code::*;
+    let Some(last) = insns.last() else {
+        return false;
+    };
+    let len = insns.len() as u64;
+    for (i, p) in insns.iter().enumerate() {
+        let c = p.code;
+        let ok = match class(c) {
+            LD | LDX => match mode(c) {
+                IMM | ABS | IND | MSH | LEN => true,
+                MEM => p.k < MEMWORDS,
+                _ => false,
+            },
+            ST | STX => p.k < MEMWORDS,
+            ALU => match op(c) {
+                ADD | SUB | MUL | OR | AND | XOR | LSH | RSH | NEG => true,
+                DIV | MOD => !(src(c) == K && p.k == 0),
+                _ => false,
+            },
+            JMP => {
+                // libpcap computes in `u_int`: `from + k` wraps at 2^32.
+                let from = i as u32 + 1;
+                match op(c) {
+                    JA => u64::from(from.wrapping_add(p.k)) < len,
+                    JEQ | JGT | JGE | JSET => {
+                        u64::from(from) + u64::from(p.jt) < len
+                            && u64::from(from) + u64::from(p.jf) < len
+                    }
+                    _ => false,
+                }
+            }
+            _ => true,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    class(last.code) == RET
+}
+
 fn check_insn(pc: usize, insn: &Insn, len: usize, rules: Rules) -> Result<(), ValidateError> {
     use code::*;
     let err = |kind| Err(ValidateError::new(kind, pc, Some(*insn)));

@@ -315,6 +315,24 @@ impl<W: Write> PcapWriter<W> {
         Ok(writer)
     }
 
+    /// A writer that continues a pcap file whose header, for this link type, snapshot length
+    /// and precision in little-endian order, is already written (libpcap's
+    /// `pcap_dump_open_append`): it writes no header.
+    pub fn append(
+        out: W,
+        link_type: LinkType,
+        snaplen: u32,
+        precision: Precision,
+    ) -> PcapWriter<W> {
+        PcapWriter {
+            out,
+            link_type,
+            snaplen,
+            precision,
+            scratch: Vec::with_capacity(2048),
+        }
+    }
+
     /// Writes one packet, cut to the snapshot length; its wire length is kept.
     ///
     /// Fails with [`ErrorKind::InvalidInput`] if the packet's link type is not the file's, if its

@@ -31,12 +31,13 @@ pub fn ip_protocol(name: &str) -> Option<u32> {
         .map(|i| data::PROTOCOLS[i].1)
 }
 
-/// A network number by name (`/etc/networks`); 0 counts as unknown, as in libpcap.
+/// A network number by name (`/etc/networks`, case insensitive as glibc's `getnetbyname`); 0
+/// counts as unknown, as in libpcap.
 pub fn network(name: &str) -> Option<u32> {
     data::NETWORKS
-        .binary_search_by(|(n, _)| (*n).cmp(name))
-        .ok()
-        .map(|i| data::NETWORKS[i].1)
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|&(_, v)| v)
         .filter(|&n| n != 0)
 }
 

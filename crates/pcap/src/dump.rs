@@ -136,6 +136,102 @@ impl Write for Counting {
     }
 }
 
+/// Opens `name` for `pcap_dump_open_append` as libpcap does: created if missing, its header (if
+/// any) checked against the handle's link type, snapshot length and precision; the stream is
+/// positioned at the end. The stream, its position (for `pcap_dump_ftell`) and whether a header
+/// must be written; or libpcap's message after the file name.
+pub(crate) fn open_append(
+    name: &[u8],
+    linktype: u32,
+    snapshot: i32,
+    precision: i32,
+) -> Result<(Out, u64, bool), String> {
+    const MICRO: u32 = 0xa1b2_c3d4;
+    const NANO: u32 = 0xa1b2_3c4d;
+    const KUZNETZOV: u32 = 0xa1b2_cd34;
+    const NAVTEL: u32 = 0xa12b_3c4d;
+    const APPEND: &str = "cannot append to file";
+    fn errno_text() -> String {
+        let e = io::Error::last_os_error().to_string();
+        e.split(" (os error").next().unwrap_or("").to_string()
+    }
+    let cname = std::ffi::CString::new(name).map_err(|_| "invalid file name".to_string())?;
+    // SAFETY: a NUL-terminated name.
+    let f = unsafe { libc::fopen(cname.as_ptr(), c"ab+".as_ptr()) };
+    if f.is_null() {
+        return Err(errno_text());
+    }
+    let fail = |msg: String| {
+        // SAFETY: the stream opened above, not handed out.
+        unsafe { libc::fclose(f) };
+        Err(msg)
+    };
+    // SAFETY: an open stream.
+    if unsafe { libc::fseek(f, 0, libc::SEEK_SET) } == -1 {
+        let shown = String::from_utf8_lossy(name).into_owned();
+        return fail(format!(
+            "Can't seek to the beginning of {shown}: {}",
+            errno_text()
+        ));
+    }
+    let mut ph = [0u8; 24];
+    // SAFETY: 24 writable bytes.
+    let got = unsafe { libc::fread(ph.as_mut_ptr().cast(), 1, 24, f) };
+    if got != 24 {
+        // SAFETY: an open stream.
+        if unsafe { libc::ferror(f) } != 0 {
+            return fail(errno_text());
+        }
+        if got > 0 {
+            return fail("truncated pcap file header".to_string());
+        }
+    }
+    let header = got == 0;
+    if !header {
+        let word = |i: usize| u32::from_ne_bytes([ph[i], ph[i + 1], ph[i + 2], ph[i + 3]]);
+        let half = |i: usize| u16::from_ne_bytes([ph[i], ph[i + 1]]);
+        match word(0) {
+            MICRO | NANO => {
+                let nano = word(0) == NANO;
+                if nano != (precision == PCAP_TSTAMP_PRECISION_NANO) {
+                    return fail(format!("different time stamp precision, {APPEND}"));
+                }
+            }
+            m if m == MICRO.swap_bytes() || m == NANO.swap_bytes() => {
+                return fail(format!("different byte order, {APPEND}"));
+            }
+            m if [KUZNETZOV, NAVTEL]
+                .iter()
+                .any(|&k| m == k || m == k.swap_bytes()) =>
+            {
+                return fail(format!("not a pcap file to which we can {APPEND}"));
+            }
+            _ => return fail("not a pcap file".to_string()),
+        }
+        let (major, minor) = (half(4), half(6));
+        if (major, minor) != (2, 4) {
+            return fail(format!("version is {major}.{minor}, {APPEND}"));
+        }
+        if word(20) != linktype {
+            return fail(format!("different linktype, {APPEND}"));
+        }
+        if word(16) != snapshot as u32 {
+            return fail(format!("different snaplen, {APPEND}"));
+        }
+    }
+    // SAFETY: an open stream.
+    if unsafe { libc::fseek(f, 0, libc::SEEK_END) } == -1 {
+        let shown = String::from_utf8_lossy(name).into_owned();
+        return fail(format!(
+            "Can't seek to the end of {shown}: {}",
+            errno_text()
+        ));
+    }
+    // SAFETY: as above.
+    let base = u64::try_from(unsafe { libc::ftello(f) }).unwrap_or(0);
+    Ok((Out(f), base, header))
+}
+
 /// The state behind a `pcap_dumper_t *`.
 pub struct Dumper {
     pub(crate) writer: PcapWriter<Counting>,
@@ -153,19 +249,20 @@ impl Dumper {
         snaplen: u32,
         precision: i32,
         base: u64,
+        header: bool,
     ) -> Result<Dumper, String> {
         let file_precision = if precision == PCAP_TSTAMP_PRECISION_NANO {
             Precision::Nano
         } else {
             Precision::Micro
         };
-        let writer = PcapWriter::new(
-            Counting { out, written: 0 },
-            LinkType(linktype),
-            snaplen,
-            file_precision,
-        )
-        .map_err(|e| e.to_string())?;
+        let out = Counting { out, written: 0 };
+        let writer = if header {
+            PcapWriter::new(out, LinkType(linktype), snaplen, file_precision)
+                .map_err(|e| e.to_string())?
+        } else {
+            PcapWriter::append(out, LinkType(linktype), snaplen, file_precision)
+        };
         Ok(Dumper {
             writer,
             precision,
@@ -258,7 +355,7 @@ mod tests {
         assert!(!fp.is_null());
         // SAFETY: `fp` is open; dup gives an independent descriptor to read the file back.
         let fd = unsafe { libc::dup(libc::fileno(fp)) };
-        let mut d = Dumper::new(Out(fp), 1, snaplen, precision, 0).unwrap();
+        let mut d = Dumper::new(Out(fp), 1, snaplen, precision, 0, true).unwrap();
         for (h, data) in records {
             d.dump(h, data);
         }

@@ -15,8 +15,6 @@
 use std::ffi::{c_char, c_int};
 use std::fmt::Write as _;
 use std::io::Read;
-use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,11 +63,46 @@ impl Default for LiveOpts {
     }
 }
 
-/// A savefile being read.
+/// A savefile being read, through the C stream libpcap would read it through.
 pub(crate) struct Offline {
     pub(crate) reader: CaptureReader<Box<dyn Read>>,
-    /// The file descriptor (for `pcap_fileno`), -1 if unknown.
+    /// The stream (for `pcap_file`), closed with the handle unless it is `stdin`, as libpcap
+    /// does — also a stream given to `pcap_fopen_offline`.
+    pub(crate) file: *mut libc::FILE,
+    /// The file descriptor (for `pcap_fileno`), -1 if the stream has none.
     pub(crate) fd: c_int,
+}
+
+impl Drop for Offline {
+    fn drop(&mut self) {
+        // SAFETY: the handle's stream, closed once; stdin belongs to the program.
+        unsafe {
+            if self.file != stdin {
+                libc::fclose(self.file);
+            }
+        }
+    }
+}
+
+unsafe extern "C" {
+    static stdin: *mut libc::FILE;
+}
+
+/// Reads a C stream with `fread`, from its current position and through its buffer, as
+/// libpcap reads a savefile (a descriptor would miss bytes already in the stream's buffer, and
+/// a `fmemopen` stream has none).
+struct CStream(*mut libc::FILE);
+
+impl Read for CStream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // SAFETY: an open stream; `buf` is writable for its length.
+        let n = unsafe { libc::fread(buf.as_mut_ptr().cast(), 1, buf.len(), self.0) };
+        // SAFETY: as above.
+        if n == 0 && !buf.is_empty() && unsafe { libc::ferror(self.0) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(n)
+    }
 }
 
 /// A live capture.
@@ -119,6 +152,8 @@ pub struct Pcap {
     /// The packet `pcap_next`/`pcap_next_ex` lend out.
     pub(crate) next_hdr: PcapPkthdr,
     pub(crate) next_buf: Vec<u8>,
+    /// What `pcap_bufsize` reports: the size of the buffer libpcap would read into.
+    pub(crate) bufsize: c_int,
 }
 
 impl Pcap {
@@ -139,6 +174,7 @@ impl Pcap {
             opts: LiveOpts::default(),
             next_hdr: PcapPkthdr::default(),
             next_buf: Vec::new(),
+            bufsize: 0,
         }
     }
 
@@ -160,15 +196,45 @@ impl Pcap {
 
     /// Opens a savefile (`-` is standard input) as `pcap_open_offline` does.
     pub(crate) fn offline(path: &[u8], precision: c_int) -> Result<Pcap, String> {
-        let (input, fd): (Box<dyn Read>, c_int) = if path == b"-" {
-            (Box::new(std::io::stdin()), 0)
+        let name = String::from_utf8_lossy(path).into_owned();
+        let file = if path == b"-" {
+            // SAFETY: C's standard input.
+            unsafe { stdin }
         } else {
-            let name = String::from_utf8_lossy(path).into_owned();
-            let file = std::fs::File::open(std::ffi::OsStr::from_bytes(path))
-                .map_err(|e| format!("{name}: {}", strip_os_error(&e)))?;
-            let fd = file.as_raw_fd();
-            (Box::new(file), fd)
+            let c =
+                std::ffi::CString::new(path).map_err(|_| format!("{name}: invalid file name"))?;
+            // SAFETY: a NUL-terminated name.
+            let f = unsafe { libc::fopen(c.as_ptr(), c"rb".as_ptr()) };
+            if f.is_null() {
+                return Err(format!(
+                    "{name}: {}",
+                    strip_os_error(&std::io::Error::last_os_error())
+                ));
+            }
+            f
         };
+        // SAFETY: an open stream; on failure it is closed here (it is not the caller's).
+        unsafe { Pcap::from_stream(file, precision) }.inspect_err(|_| {
+            if path != b"-" {
+                // SAFETY: the stream opened above, not handed out.
+                unsafe { libc::fclose(file) };
+            }
+        })
+    }
+
+    /// Reads a savefile from an open C stream, from its current position
+    /// (`pcap_fopen_offline`). On success the handle owns the stream; on failure the caller
+    /// still does.
+    ///
+    /// # Safety
+    /// `file` must be an open stream that stays valid for the handle's life.
+    pub(crate) unsafe fn from_stream(
+        file: *mut libc::FILE,
+        precision: c_int,
+    ) -> Result<Pcap, String> {
+        // SAFETY: the caller's open stream.
+        let fd = unsafe { libc::fileno(file) };
+        let input: Box<dyn Read> = Box::new(CStream(file));
         let head = Arc::new(Mutex::new(Vec::with_capacity(24)));
         let input: Box<dyn Read> = Box::new(HeadTap {
             inner: input,
@@ -213,7 +279,8 @@ impl Pcap {
         p.swapped = swapped;
         p.version = version;
         p.precision = precision;
-        p.kind = Kind::Offline(Box::new(Offline { reader, fd }));
+        p.bufsize = savefile_bufsize(&reader, p.snapshot, &head);
+        p.kind = Kind::Offline(Box::new(Offline { reader, file, fd }));
         Ok(p)
     }
 
@@ -267,6 +334,7 @@ impl Pcap {
             match daemon::attempt(&self.device, snaplen, o.buffer_size) {
                 Attempt::Opened(d, lt) => {
                     self.snapshot = snaplen;
+                    self.bufsize = live_bufsize(&self.device, snaplen, o.immediate);
                     self.linktype = names::linktype_to_dlt(lt.0);
                     self.kind = Kind::Daemon(d);
                     return 0;
@@ -289,6 +357,7 @@ impl Pcap {
         match AfPacket::open(&self.device, &cfg) {
             Ok(src) => {
                 self.snapshot = snaplen;
+                self.bufsize = live_bufsize(&self.device, snaplen, self.opts.immediate);
                 self.linktype = 1;
                 self.kind = Kind::Live(Box::new(Live {
                     src,
@@ -440,6 +509,69 @@ fn header_of(precision: c_int, ts: Timestamp, caplen: u32, wire_len: u32) -> Pca
         caplen,
         len: wire_len,
     }
+}
+
+/// libpcap's first read buffer for a savefile: for pcap, the snapshot length up to 2 KiB (it
+/// grows with the packets, see [`grown_bufsize`]); for pcapng, 2 KiB or the first section
+/// header block's length if longer (libpcap 1.10.3 then reallocates for longer blocks without
+/// changing the size it reports).
+fn savefile_bufsize(
+    reader: &CaptureReader<Box<dyn Read>>,
+    snapshot: c_int,
+    head: &Mutex<Vec<u8>>,
+) -> c_int {
+    match reader.format() {
+        Format::Pcapng { byte_order, .. } => {
+            let h = head.lock().map(|h| h.clone()).unwrap_or_default();
+            let len = h.get(4..8).map_or(0, |b| {
+                let b = [b[0], b[1], b[2], b[3]];
+                match byte_order {
+                    ByteOrder::Little => u32::from_le_bytes(b),
+                    _ => u32::from_be_bytes(b),
+                }
+            });
+            c_int::try_from(len.max(2048)).unwrap_or(c_int::MAX)
+        }
+        _ => snapshot.min(2048),
+    }
+}
+
+/// libpcap's pcap-file buffer after a record of `caplen` bytes: unchanged if it fits; the
+/// snapshot length for a record longer than that; else the next power of two, at most the
+/// snapshot length.
+fn grown_bufsize(bufsize: c_int, caplen: u32, snapshot: c_int) -> c_int {
+    let snap = snapshot.unsigned_abs();
+    let have = bufsize.unsigned_abs();
+    if caplen <= have {
+        bufsize
+    } else if caplen > snap {
+        snapshot.max(bufsize)
+    } else {
+        c_int::try_from(caplen.next_power_of_two().min(snap)).unwrap_or(snapshot)
+    }
+}
+
+/// libpcap's buffer size for a live capture: the 256 KiB block of its `TPACKET_V3` ring, or in
+/// immediate mode (`TPACKET_V2`) one ring frame: the aligned headers and an Ethernet device's
+/// largest frame (its MTU, at least 65,535 with segmentation offload, plus 18) or the snapshot
+/// length if smaller.
+fn live_bufsize(device: &str, snapshot: c_int, immediate: bool) -> c_int {
+    if !immediate {
+        return MAXIMUM_SNAPLEN;
+    }
+    const fn align(x: u32) -> u32 {
+        (x + 15) & !15
+    }
+    let mtu: u32 = std::fs::read_to_string(format!("/sys/class/net/{device}/mtu"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1500);
+    let frame = snapshot.unsigned_abs().min(mtu.max(65_535) + 18);
+    // tpacket2_hdr (32) and sockaddr_ll (20); MAX_LINKHEADER_SIZE 256; a VLAN tag reserved.
+    let tp_hdrlen = align(32) + 20;
+    let netoff = align(tp_hdrlen + 256) + 4;
+    let macoff = netoff - 256;
+    c_int::try_from(align(macoff + frame)).unwrap_or(c_int::MAX)
 }
 
 /// Keeps a copy of the first 24 bytes read (a pcap file header) for the fields the reader does
@@ -613,6 +745,9 @@ unsafe fn offline_step(
             Some(Ok(pk)) => pk,
         };
         let mut caplen = u32::try_from(packet.data.len()).unwrap_or(u32::MAX);
+        if !pcapng {
+            this.bufsize = grown_bufsize(this.bufsize, caplen, snapshot);
+        }
         let max = names::max_snaplen_for_dlt(linktype);
         if caplen > max {
             let msg =

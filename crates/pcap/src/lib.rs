@@ -31,37 +31,38 @@
 // Exported C functions take raw pointers; their contracts are libpcap's documented ones.
 #![allow(clippy::missing_safety_doc)]
 
+/// Runs `body`, turning a panic into `default`.
+macro_rules! guard {
+    ($default:expr, $body:expr) => {
+        match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| $body)) {
+            Ok(v) => v,
+            Err(_) => $default,
+        }
+    };
+}
+
+mod bpf;
 mod daemon;
 mod devs;
 mod dump;
 pub mod ffi;
 mod handle;
+mod namedb;
 mod names;
 
 use std::ffi::{CStr, c_char, c_int, c_long, c_uint, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 use std::sync::atomic::Ordering;
 
 use netsift_bpf::{Insn, Program, asm};
 use netsift_capture::LinkType;
 use netsift_capture::live::Direction;
-use netsift_filter::{Choice, Engine, ErrorKind, Filter, Input, Target};
+use netsift_filter::{Choice, ErrorKind, Filter, Input, Target};
 
 pub use dump::Dumper;
 use ffi::*;
 pub use handle::Pcap;
 use handle::{Kind, write_errbuf};
-
-/// Runs `body`, turning a panic into `default`.
-macro_rules! guard {
-    ($default:expr, $body:expr) => {
-        match catch_unwind(AssertUnwindSafe(|| $body)) {
-            Ok(v) => v,
-            Err(_) => $default,
-        }
-    };
-}
 
 /// The version string `pcap_lib_version` returns.
 const LIB_VERSION: &str = concat!(
@@ -284,6 +285,56 @@ pub unsafe extern "C" fn pcap_open_offline_with_tstamp_precision(
             }
         };
         match Pcap::offline(path, prec) {
+            Ok(p) => into_c(p),
+            Err(msg) => {
+                // SAFETY: as above.
+                unsafe { put_err(errbuf, &msg) };
+                ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// `pcap_t *pcap_fopen_offline(FILE *fp, char *errbuf)`: as `pcap_open_offline` on an open
+/// stream, read from its current position; `pcap_close` closes it (unless it is `stdin`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pcap_fopen_offline(fp: *mut libc::FILE, errbuf: *mut c_char) -> *mut Pcap {
+    // SAFETY: forwarded.
+    unsafe { pcap_fopen_offline_with_tstamp_precision(fp, 0, errbuf) }
+}
+
+/// `pcap_t *pcap_fopen_offline_with_tstamp_precision(FILE *fp, u_int precision, char
+/// *errbuf)`: as `pcap_fopen_offline`, time stamps in micro- (0) or nanoseconds (1). On
+/// failure the stream stays open.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pcap_fopen_offline_with_tstamp_precision(
+    fp: *mut libc::FILE,
+    precision: c_uint,
+    errbuf: *mut c_char,
+) -> *mut Pcap {
+    guard!(ptr::null_mut(), {
+        if fp.is_null() {
+            // SAFETY: the caller's error buffer.
+            unsafe {
+                put_err(
+                    errbuf,
+                    "Null FILE * pointer provided to savefile open routine",
+                )
+            };
+            return ptr::null_mut();
+        }
+        let prec = match precision {
+            0 => PCAP_TSTAMP_PRECISION_MICRO,
+            1 => PCAP_TSTAMP_PRECISION_NANO,
+            _ => {
+                let msg = format!("unknown time stamp resolution {precision}");
+                // SAFETY: as above.
+                unsafe { put_err(errbuf, &msg) };
+                return ptr::null_mut();
+            }
+        };
+        // SAFETY: the caller's open stream, owned by the handle from here on success.
+        match unsafe { Pcap::from_stream(fp, prec) } {
             Ok(p) => into_c(p),
             Err(msg) => {
                 // SAFETY: as above.
@@ -857,14 +908,7 @@ pub unsafe extern "C" fn pcap_offline_filter(
             return 0;
         }
         // SAFETY: a program or null.
-        let Some(program) = (unsafe { program_of(fp) }) else {
-            return 0;
-        };
-        // One packet: the interpreter (building native code per call would cost more than
-        // the run).
-        let target = Target::live(LinkType::ETHERNET, u32::MAX);
-        let choice = Choice::only(Engine::Interpreter);
-        let Ok(mut filter) = Filter::build(Input::Program(&program), &target, choice) else {
+        let Some(fp) = (unsafe { fp.as_ref() }).filter(|f| !f.bf_insns.is_null()) else {
             return 0;
         };
         // SAFETY: `h` is valid and `pkt` holds `caplen` bytes.
@@ -872,7 +916,8 @@ pub unsafe extern "C" fn pcap_offline_filter(
             let h = &*h;
             (std::slice::from_raw_parts(pkt, h.caplen as usize), h.len)
         };
-        filter.run(data, len) as c_int
+        // SAFETY: `bf_len` instructions at `bf_insns`; one packet at a time, the interpreter.
+        unsafe { bpf::run(fp.bf_insns, Some(fp.bf_len as usize), data, len) as c_int }
     })
 }
 
@@ -1063,12 +1108,51 @@ pub unsafe extern "C" fn pcap_minor_version(p: *mut Pcap) -> c_int {
     )
 }
 
-/// `FILE *pcap_file(pcap_t *p)`: always null — savefiles are read by netsift, not through a C
-/// stream.
+/// `FILE *pcap_file(pcap_t *p)`: the stream a savefile is read from; null for other handles.
 #[unsafe(no_mangle)]
-pub extern "C" fn pcap_file(p: *mut Pcap) -> *mut libc::FILE {
-    let _ = p;
-    ptr::null_mut()
+pub unsafe extern "C" fn pcap_file(p: *mut Pcap) -> *mut libc::FILE {
+    guard!(ptr::null_mut(), {
+        // SAFETY: a handle or null.
+        match unsafe { handle(p) }.map(|h| &h.kind) {
+            Some(Kind::Offline(o)) => o.file,
+            _ => ptr::null_mut(),
+        }
+    })
+}
+
+/// `int pcap_bufsize(pcap_t *p)`: the size of the buffer libpcap would read packets into (see
+/// `docs/libpcap.md`); `PCAP_ERROR_NOT_ACTIVATED` before `pcap_activate`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pcap_bufsize(p: *mut Pcap) -> c_int {
+    guard!(PCAP_ERROR, {
+        // SAFETY: a handle or null.
+        match unsafe { handle(p) } {
+            Some(h) if matches!(h.kind, Kind::Created) => PCAP_ERROR_NOT_ACTIVATED,
+            Some(h) => h.bufsize,
+            None => PCAP_ERROR,
+        }
+    })
+}
+
+/// The timeout `pcap_get_required_select_timeout` gives a capture through `netsiftd`.
+static DAEMON_SELECT_TIMEOUT: Timeval = Timeval {
+    tv_sec: 0,
+    tv_usec: 1000,
+};
+
+/// `const struct timeval *pcap_get_required_select_timeout(pcap_t *p)`: null where the
+/// descriptor of `pcap_get_selectable_fd` tells when packets arrive (savefiles, live captures,
+/// as in libpcap); 1 ms for a capture through `netsiftd`, whose packets arrive in shared memory
+/// with no descriptor to wait on: a program that selects must poll that often.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pcap_get_required_select_timeout(p: *mut Pcap) -> *const Timeval {
+    guard!(ptr::null(), {
+        // SAFETY: a handle or null.
+        match unsafe { handle(p) }.map(|h| &h.kind) {
+            Some(Kind::Daemon(_)) => &DAEMON_SELECT_TIMEOUT,
+            _ => ptr::null(),
+        }
+    })
 }
 
 /// `int pcap_fileno(pcap_t *p)`: the descriptor of the savefile or capture socket (-1 if none,
@@ -1470,7 +1554,7 @@ fn new_dumper(h: &mut Pcap, out: dump::Out, what: &str, base: u64) -> *mut Dumpe
         return ptr::null_mut();
     }
     let lt = names::dlt_to_linktype(h.linktype) | h.linktype_ext;
-    match Dumper::new(out, lt, h.snapshot.unsigned_abs(), h.precision, base) {
+    match Dumper::new(out, lt, h.snapshot.unsigned_abs(), h.precision, base, true) {
         Ok(d) => Box::into_raw(Box::new(d)),
         Err(msg) => {
             h.set_err(&format!("{what}: {msg}"));
@@ -1494,6 +1578,13 @@ pub unsafe extern "C" fn pcap_dump_open(p: *mut Pcap, fname: *const c_char) -> *
             return ptr::null_mut();
         };
         let shown = String::from_utf8_lossy(name).into_owned();
+        if matches!(h.kind, Kind::Created) {
+            // Before the file is made, as in libpcap.
+            h.set_err(&format!(
+                "{shown}: not-yet-activated pcap_t passed to pcap_dump_open"
+            ));
+            return ptr::null_mut();
+        }
         let stream = if name == b"-" {
             // SAFETY: C's standard output (libpcap writes "-" there too).
             unsafe { stdout }
@@ -1513,6 +1604,54 @@ pub unsafe extern "C" fn pcap_dump_open(p: *mut Pcap, fname: *const c_char) -> *
         }
         let out = dump::Out(stream);
         new_dumper(h, out, &shown, 0)
+    })
+}
+
+/// `pcap_dumper_t *pcap_dump_open_append(pcap_t *p, const char *fname)`: appends to a pcap
+/// file of the handle's link type, snapshot length, time stamp precision and this machine's
+/// byte order (an empty or missing file gets a header), with libpcap's checks and messages.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pcap_dump_open_append(p: *mut Pcap, fname: *const c_char) -> *mut Dumper {
+    guard!(ptr::null_mut(), {
+        // SAFETY: a handle or null.
+        let Some(h) = (unsafe { handle(p) }) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: a C string or null.
+        let name = unsafe { cbytes(fname) };
+        let shown = String::from_utf8_lossy(name.unwrap_or(b"(null)")).into_owned();
+        let lt = names::dlt_to_linktype(h.linktype);
+        if i32::try_from(lt).is_err() {
+            h.set_err(&format!(
+                "{shown}: link-layer type -1 isn't supported in savefiles"
+            ));
+            return ptr::null_mut();
+        }
+        let Some(name) = name else {
+            h.set_err("A null pointer was supplied as the file name");
+            return ptr::null_mut();
+        };
+        if name == b"-" {
+            // SAFETY: C's standard output.
+            return new_dumper(h, dump::Out(unsafe { stdout }), "standard output", 0);
+        }
+        match dump::open_append(name, lt, h.snapshot, h.precision) {
+            Ok((out, base, header)) => {
+                let lt = lt | h.linktype_ext;
+                let snap = h.snapshot.unsigned_abs();
+                match Dumper::new(out, lt, snap, h.precision, base, header) {
+                    Ok(d) => Box::into_raw(Box::new(d)),
+                    Err(msg) => {
+                        h.set_err(&format!("Can't write to {shown}: {msg}"));
+                        ptr::null_mut()
+                    }
+                }
+            }
+            Err(msg) => {
+                h.set_err(&format!("{shown}: {msg}"));
+                ptr::null_mut()
+            }
+        }
     })
 }
 
