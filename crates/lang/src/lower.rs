@@ -95,26 +95,93 @@ enum Lt {
     Raw,
     Ipv4,
     Ipv6,
+    /// NULL and ENC (the address family in the capturing host's byte order).
     Null,
     Loop,
-    /// PPP inside PPPoE (after `pppoes`).
+    /// PPP, PPP_PPPD, PPP_SERIAL, PPP_ETHER, and PPP inside PPPoE (after `pppoes`).
     Ppp,
+    PppBsdos,
+    /// Cisco HDLC.
+    Chdlc,
+    /// SLIP and BSD/OS SLIP.
+    Slip,
+    Ltalk,
+    Frelay,
+    /// The Juniper link types whose offsets libpcap sets (MFR, MLFR, MLPPP, PPP, CHDLC,
+    /// FRELAY): every link-layer protocol test is the Juniper magic number.
+    Juniper,
+    /// An 802.2 LLC header (with SNAP for Ethertypes) at the start of the link-layer payload:
+    /// FDDI, Token Ring, IP-over-Fibre Channel, LLC-encapsulated and classical IP over ATM.
+    Llc,
+    /// A type field holding an Ethertype at `off_linktype` (libpcap's default case:
+    /// Symantec firewall, Apple IP-over-IEEE 1394).
+    Ethertype,
+    /// A link type libpcap compiles for but whose link-layer protocol tests netsift's
+    /// compiler does not make (yet), or that libpcap itself does not implement: only
+    /// link-independent tests (`len`, `link[...]`, …) compile.
+    Unfiltered,
 }
 
-impl Lt {
-    fn description(self) -> &'static str {
-        match self {
-            Lt::En10mb => "Ethernet",
-            Lt::Sll => "Linux cooked v1",
-            Lt::Sll2 => "Linux cooked v2",
-            Lt::Raw => "Raw IP",
-            Lt::Ipv4 => "Raw IPv4",
-            Lt::Ipv6 => "Raw IPv6",
-            Lt::Null => "BSD loopback",
-            Lt::Loop => "OpenBSD loopback",
-            Lt::Ppp => "PPP",
-        }
-    }
+/// The messages of libpcap 1.10.3's `gen_linktype` for link types it knows but cannot test
+/// the protocol of, by DLT value.
+fn not_implemented(dlt: u32) -> Option<&'static str> {
+    Some(match dlt {
+        106 => "Multi-link Frame Relay",
+        144 => "IrDA",
+        143 => "DOCSIS",
+        139 | 140 => "MTP2",
+        197 => "ERF",
+        246 => "PFSYNC",
+        177 => "LAPD",
+        186 | 189 | 220 | 249 => "USB",
+        187 | 201 => "Bluetooth",
+        190 | 227 => "CAN",
+        195 | 191 | 215 | 230 | 283 => "IEEE 802.15.4",
+        193 => "IEEE 802.16",
+        196 => "SITA",
+        198 => "RAIF1",
+        199 | 286 => "IPMB",
+        202 => "AX.25",
+        239 => "NFLOG",
+        _ => return None,
+    })
+}
+
+/// libpcap 1.10.3's `init_linktype` for a DLT value: the compiler's view and the offsets of
+/// the type field, the link-layer payload, the network layer and the network layer after an
+/// 802.2 header without SNAP (`None`: libpcap's `OFFSET_NOT_SET`). `None` for a link type
+/// libpcap does not compile for.
+fn layout(dlt: u32) -> Option<(Lt, Option<u32>, Option<u32>, u32, u32)> {
+    const NOT_SET: u32 = u32::MAX;
+    Some(match dlt {
+        1 => (Lt::En10mb, Some(12), Some(14), 0, 3),
+        113 => (Lt::Sll, Some(14), Some(16), 0, 0),
+        276 => (Lt::Sll2, Some(0), Some(20), 0, 0),
+        12 => (Lt::Raw, None, Some(0), 0, 0),
+        228 => (Lt::Ipv4, None, Some(0), 0, 0),
+        229 => (Lt::Ipv6, None, Some(0), 0, 0),
+        0 => (Lt::Null, Some(0), Some(4), 0, 0),
+        108 => (Lt::Loop, Some(0), Some(4), 0, 0),
+        109 => (Lt::Null, Some(0), Some(12), 0, 0),
+        9 | 166 | 50 => (Lt::Ppp, Some(2), Some(4), 0, 0),
+        51 => (Lt::Ppp, Some(6), Some(8), 0, 0),
+        104 => (Lt::Chdlc, Some(2), Some(4), 0, 0),
+        16 => (Lt::PppBsdos, Some(5), Some(24), 0, 0),
+        8 => (Lt::Slip, None, Some(16), 0, 0),
+        15 => (Lt::Slip, None, Some(24), 0, 0),
+        114 => (Lt::Ltalk, None, Some(0), 0, 0),
+        107 => (Lt::Frelay, None, Some(0), 0, 0),
+        131 | 130 | 134 | 179 | 181 | 180 => (Lt::Juniper, Some(4), Some(4), 0, NOT_SET),
+        138 => (Lt::Ethertype, Some(16), Some(18), 0, 0),
+        99 => (Lt::Ethertype, Some(6), Some(44), 0, 0),
+        10 => (Lt::Llc, Some(13), Some(13), 8, 3),
+        6 => (Lt::Llc, Some(14), Some(14), 8, 3),
+        122 => (Lt::Llc, Some(16), Some(16), 8, 3),
+        11 | 19 => (Lt::Llc, Some(0), Some(0), 8, 3),
+        7 => (Lt::Unfiltered, None, Some(0), 0, 0),
+        d if (104..=289).contains(&d) => (Lt::Unfiltered, None, Some(0), 0, 0),
+        _ => return None,
+    })
 }
 
 /// An offset: a constant, optionally plus a run-time value in a scratch register.
@@ -197,29 +264,26 @@ pub fn lower(expr: Option<&Expr<'_>>, src: &str, ctx: &Context) -> Result<Pred, 
     Ok(l.b.finish(root))
 }
 
-/// The compiler's view of `ctx.link_type`, or the error for an unsupported one.
+/// The compiler's view of `ctx.link_type`, or libpcap's error for a link type it does not
+/// compile for.
 fn supported(ctx: &Context, src: &str) -> Result<Lt, Error> {
-    Ok(match ctx.link_type {
-        LinkType::ETHERNET => Lt::En10mb,
-        LinkType::LINUX_SLL => Lt::Sll,
-        LinkType::LINUX_SLL2 => Lt::Sll2,
-        LinkType::RAW => Lt::Raw,
-        LinkType::IPV4 => Lt::Ipv4,
-        LinkType::IPV6 => Lt::Ipv6,
-        LinkType::NULL => Lt::Null,
-        LinkType::LOOP => Lt::Loop,
-        other => {
-            return Err(Error::new(
-                ErrorKind::Semantic,
-                format!(
-                    "link type {other} is not supported by netsift's filter compiler (supported: \
-                     EN10MB, LINUX_SLL, LINUX_SLL2, RAW, IPV4, IPV6, NULL, LOOP)"
-                ),
-                None,
-                src,
-            ));
-        }
-    })
+    let dlt = ctx.link_type.dlt();
+    match layout(dlt) {
+        Some((lt, ..)) => Ok(lt),
+        None => Err(Error::new(
+            ErrorKind::Semantic,
+            format!("unknown data link type {dlt} (min 104, max 289)"),
+            None,
+            src,
+        )),
+    }
+}
+
+/// libpcap's `pcap_datalink_val_to_description_or_dlt` for a DLT value.
+fn dlt_description(dlt: u32) -> String {
+    LinkType::from_dlt(dlt)
+        .description()
+        .map_or_else(|| format!("DLT {dlt}"), str::to_string)
 }
 
 /// Check that the compiler supports `ctx`'s link type (before parsing, so that the error for
@@ -296,6 +360,9 @@ struct Lower<'a> {
     /// Span of the primitive being lowered (for errors).
     span: Span,
     linktype: Lt,
+    /// The DLT value of the link layer being tested (DLT_PPP after `pppoes`, DLT_EN10MB
+    /// after `geneve`), for the link-type-specific cases and messages.
+    dlt: u32,
     off_linkhdr: Off,
     /// `None`: the link type has no type field (RAW, IPV4, IPV6).
     off_linktype: Option<Off>,
@@ -315,14 +382,8 @@ struct Lower<'a> {
 
 impl<'a> Lower<'a> {
     fn new(lt: Lt, ctx: &'a Context, src: &'a str, exact: bool) -> Lower<'a> {
-        let (linktype, linkpl, nl, nosnap) = match lt {
-            Lt::En10mb => (Some(12), 14, 0, 3),
-            Lt::Sll => (Some(14), 16, 0, 0),
-            Lt::Sll2 => (Some(0), 20, 0, 0),
-            Lt::Raw | Lt::Ipv4 | Lt::Ipv6 => (None, 0, 0, 0),
-            Lt::Null | Lt::Loop => (Some(0), 4, 0, 0),
-            Lt::Ppp => (Some(2), 4, 0, 0),
-        };
+        let dlt = ctx.link_type.dlt();
+        let (_, linktype, linkpl, nl, nosnap) = layout(dlt).unwrap_or((lt, None, Some(0), 0, 0));
         Lower {
             // A primitive takes a few characters and makes a few nodes (`host X` on Ethernet:
             // 24 characters with its spaces, 14 nodes).
@@ -331,9 +392,10 @@ impl<'a> Lower<'a> {
             src,
             span: Span::default(),
             linktype: lt,
+            dlt,
             off_linkhdr: Off::at(0),
             off_linktype: linktype.map(Off::at),
-            off_linkpl: Off::at(linkpl),
+            off_linkpl: Off::at(linkpl.unwrap_or(u32::MAX)),
             off_nl: nl,
             off_nl_nosnap: nosnap,
             label_stack_depth: 0,
@@ -447,7 +509,7 @@ impl<'a> Lower<'a> {
     /// The network header: link payload + `off_nl`.
     fn nl(&self) -> Off {
         Off {
-            k: self.off_linkpl.k + self.off_nl,
+            k: self.off_linkpl.k.wrapping_add(self.off_nl),
             reg: self.off_linkpl.reg,
         }
     }
@@ -458,7 +520,7 @@ impl<'a> Lower<'a> {
 
     fn nosnap_field(&self, k: u32, size: u8) -> Field {
         let o = Off {
-            k: self.off_linkpl.k + self.off_nl_nosnap,
+            k: self.off_linkpl.k.wrapping_add(self.off_nl_nosnap),
             reg: self.off_linkpl.reg,
         };
         self.field(o, k, size)
@@ -711,6 +773,82 @@ impl<'a> Lower<'a> {
                 }
             }
             Lt::Null | Lt::Loop => self.loopback_linktype(proto),
+            Lt::Chdlc => {
+                let v = if proto == et::SAP_ISONS {
+                    (proto << 8) | proto
+                } else {
+                    proto
+                };
+                let f = self.lt_field();
+                self.cmp(f, v)
+            }
+            Lt::PppBsdos => {
+                let f = self.lt_field();
+                if proto == et::IP {
+                    let a = self.cmp(f, 0x0021);
+                    let b = self.cmp(f, 0x002d);
+                    let ab = self.or(a, b);
+                    let c = self.cmp(f, 0x002f);
+                    self.or(ab, c)
+                } else {
+                    self.cmp(f, ppp_type(proto))
+                }
+            }
+            Lt::Slip => {
+                // libpcap tests the first byte of the SLIP header, not of the IP header.
+                let f = self.field(self.off_linkhdr, 0, 1);
+                match proto {
+                    et::IP => self.mcmp(f, 0xf0, 0x40),
+                    et::IPV6 => self.mcmp(f, 0xf0, 0x60),
+                    _ => self.fals(),
+                }
+            }
+            Lt::Ltalk => {
+                if proto == et::ATALK {
+                    self.tru()
+                } else {
+                    self.fals()
+                }
+            }
+            Lt::Frelay => {
+                let f = self.field(self.off_linkhdr, 2, 2);
+                match proto {
+                    et::IP => self.cmp(f, 0x03cc),
+                    et::IPV6 => self.cmp(f, 0x038e),
+                    et::SAP_ISONS => {
+                        let a = self.cmp(f, 0x0381);
+                        let b = self.cmp(f, 0x0382);
+                        let c = self.cmp(f, 0x0383);
+                        let bc = self.or(b, c);
+                        self.or(a, bc)
+                    }
+                    _ => self.fals(),
+                }
+            }
+            Lt::Juniper => {
+                let f = self.field(self.off_linkhdr, 0, 4);
+                self.mcmp(f, 0xffff_ff00, 0x4d47_4300)
+            }
+            Lt::Ethertype => {
+                let f = self.lt_field();
+                self.cmp(f, proto)
+            }
+            Lt::Llc => self.llc_linktype(proto),
+            Lt::Unfiltered => {
+                let what = dlt_description(self.dlt);
+                return match not_implemented(self.dlt) {
+                    Some(name) => {
+                        self.err(format!("{name} link-layer type filtering not implemented"))
+                    }
+                    None if layout(self.dlt).is_some_and(|l| l.1.is_none()) => {
+                        self.err(format!("{what} link-layer type filtering not implemented"))
+                    }
+                    None => self.err(format!(
+                        "netsift's filter compiler does not test the link-layer protocol of \
+                         {what} packets yet"
+                    )),
+                };
+            }
         })
     }
 
@@ -785,6 +923,41 @@ impl<'a> Lower<'a> {
         ];
         let off = self.off_linkpl;
         self.bcmp(off, 0, &bytes)
+    }
+
+    /// `gen_llc_linktype`: the protocol in an 802.2 LLC header (SNAP for Ethertypes).
+    fn llc_linktype(&mut self, proto: u32) -> NodeId {
+        match proto {
+            et::SAP_IP | et::SAP_ISONS | et::SAP_NETBEUI => {
+                let f = self.llc_field(0, 2);
+                self.cmp(f, (proto << 8) | proto)
+            }
+            et::SAP_IPX => {
+                let f = self.llc_field(0, 1);
+                self.cmp(f, et::SAP_IPX)
+            }
+            et::ATALK => self.snap(0x080007, et::ATALK),
+            p if p <= et::MTU => {
+                let f = self.llc_field(0, 1);
+                self.cmp(f, p)
+            }
+            p => {
+                let f = self.llc_field(6, 2);
+                self.cmp(f, p)
+            }
+        }
+    }
+
+    /// Where the link header holds the source and destination MAC addresses (Ethernet, FDDI,
+    /// Token Ring, IP over Fibre Channel), or `None` for a link type without them.
+    fn mac_offsets(&self) -> Option<(u32, u32)> {
+        match (self.linktype, self.dlt) {
+            (Lt::En10mb, _) => Some((6, 0)),
+            (Lt::Llc, 10) => Some((7, 1)),
+            (Lt::Llc, 6) => Some((8, 2)),
+            (Lt::Llc, 122) => Some((10, 2)),
+            _ => None,
+        }
     }
 
     fn sll_linktype(&mut self, proto: u32) -> NodeId {
@@ -983,12 +1156,25 @@ impl<'a> Lower<'a> {
                 let y = self.or(direct, x);
                 Ok(self.and(a, y))
             }
-            Some(P::Iso) => {
-                let a = self.linktype(et::SAP_ISONS)?;
-                let f = self.nosnap_field(0, 1);
-                let b = self.cmp(f, v);
-                Ok(self.and(a, b))
-            }
+            Some(P::Iso) => match self.linktype {
+                Lt::Frelay => {
+                    let f = self.field(self.off_linkhdr, 2, 2);
+                    Ok(self.cmp(f, (0x03 << 8) | v))
+                }
+                Lt::Chdlc => {
+                    // OSI in Cisco HDLC is stuffed with a fudge byte.
+                    let a = self.linktype((et::SAP_ISONS << 8) | et::SAP_ISONS)?;
+                    let f = self.nosnap_field(1, 1);
+                    let b = self.cmp(f, v);
+                    Ok(self.and(a, b))
+                }
+                _ => {
+                    let a = self.linktype(et::SAP_ISONS)?;
+                    let f = self.nosnap_field(0, 1);
+                    let b = self.cmp(f, v);
+                    Ok(self.and(a, b))
+                }
+            },
             Some(P::Isis) => {
                 let a = self.gen_proto(0x83, Some(P::Iso))?;
                 let f = self.nosnap_field(4, 1);
@@ -1418,7 +1604,7 @@ impl<'a> Lower<'a> {
         if !matches!(q.addr, None | Some(AddrType::Host)) || q.proto != Some(Proto::Link) {
             return self.err("ethernet address used in non-ether expression");
         }
-        if self.linktype != Lt::En10mb {
+        if self.mac_offsets().is_none() {
             return self.err(
                 "ethernet addresses supported only on ethernet/FDDI/token ring/802.11/ATM \
                  LANE/Fibre Channel",
@@ -1430,19 +1616,22 @@ impl<'a> Lower<'a> {
         self.ehostop(&mac, q.dir)
     }
 
+    /// `gen_ehostop`, `gen_fhostop`, `gen_thostop`, `gen_ipfchostop`: a MAC address in the
+    /// link header (the caller checked that the link type has one).
     fn ehostop(&mut self, mac: &[u8; 6], dir: Option<Dir>) -> R<NodeId> {
         let lh = self.off_linkhdr;
+        let (src, dst) = self.mac_offsets().unwrap_or((6, 0));
         let r = match dir {
-            Some(Dir::Src) => self.bcmp(lh, 6, mac),
-            Some(Dir::Dst) => self.bcmp(lh, 0, mac),
+            Some(Dir::Src) => self.bcmp(lh, src, mac),
+            Some(Dir::Dst) => self.bcmp(lh, dst, mac),
             None | Some(Dir::SrcOrDst) => {
-                let a = self.bcmp(lh, 6, mac);
-                let b = self.bcmp(lh, 0, mac);
+                let a = self.bcmp(lh, src, mac);
+                let b = self.bcmp(lh, dst, mac);
                 self.or(a, b)
             }
             Some(Dir::SrcAndDst) => {
-                let a = self.bcmp(lh, 6, mac);
-                let b = self.bcmp(lh, 0, mac);
+                let a = self.bcmp(lh, src, mac);
+                let b = self.bcmp(lh, dst, mac);
                 self.and(a, b)
             }
             Some(d @ (Dir::Addr1 | Dir::Addr2 | Dir::Addr3 | Dir::Addr4)) => {
@@ -1489,13 +1678,16 @@ impl<'a> Lower<'a> {
             }
             None | Some(AddrType::Host) => {
                 if proto == Some(P::Link) {
-                    return if self.linktype == Lt::En10mb {
-                        self.err(format!("unknown ether host '{name}'"))
-                    } else {
-                        self.err(
+                    // No Ethernet host table (see `pcap_ether_hostton`): every name is unknown.
+                    return match (self.mac_offsets(), self.dlt) {
+                        (Some(_), 10) => self.err(format!("unknown FDDI host '{name}'")),
+                        (Some(_), 6) => self.err(format!("unknown token ring host '{name}'")),
+                        (Some(_), 122) => self.err(format!("unknown Fibre Channel host '{name}'")),
+                        (Some(_), _) => self.err(format!("unknown ether host '{name}'")),
+                        (None, _) => self.err(
                             "only ethernet/FDDI/token ring/802.11/ATM LANE/Fibre Channel supports \
                              link-level host name",
-                        )
+                        ),
                     };
                 }
                 if proto == Some(P::Decnet) {
@@ -2010,11 +2202,11 @@ impl<'a> Lower<'a> {
         match *o {
             Other::Broadcast(p) => match p {
                 None | Some(P::Link) => {
-                    if self.linktype != Lt::En10mb {
+                    let Some((_, dst)) = self.mac_offsets() else {
                         return self.err("not a broadcast link");
-                    }
+                    };
                     let lh = self.off_linkhdr;
-                    let x = self.bcmp(lh, 0, &[0xff; 6]);
+                    let x = self.bcmp(lh, dst, &[0xff; 6]);
                     Ok(self.geneve_ll(x))
                 }
                 Some(P::Ip) => {
@@ -2023,7 +2215,9 @@ impl<'a> Lower<'a> {
                     };
                     let h = !netmask;
                     let lt = self.linktype(et::IP)?;
-                    let f = self.nl_field(16, 4);
+                    // libpcap reads the address at the link-layer payload, not the network
+                    // layer (they differ after an LLC/SNAP header or MPLS labels).
+                    let f = self.llc_field(16, 4);
                     let a = self.mcmp(f, h, 0);
                     let b = self.mcmp(f, h, h);
                     let ab = self.or(a, b);
@@ -2033,25 +2227,26 @@ impl<'a> Lower<'a> {
             },
             Other::Multicast(p) => match p {
                 None | Some(P::Link) => {
-                    if self.linktype != Lt::En10mb {
+                    let Some((_, dst)) = self.mac_offsets() else {
                         return self.err(
                             "link-layer multicast filters supported only on ethernet/FDDI/token \
                              ring/ARCNET/802.11/ATM LANE/Fibre Channel",
                         );
-                    }
-                    let f = self.field(self.off_linkhdr, 0, 1);
+                    };
+                    let f = self.field(self.off_linkhdr, dst, 1);
                     let x = self.jset(f, 1);
                     Ok(self.geneve_ll(x))
                 }
                 Some(P::Ip) => {
                     let lt = self.linktype(et::IP)?;
-                    let f = self.nl_field(16, 1);
+                    // As for `ip broadcast`: at the link-layer payload, as libpcap reads it.
+                    let f = self.llc_field(16, 1);
                     let g = self.ge(f, 224);
                     Ok(self.and(lt, g))
                 }
                 Some(P::Ip6) => {
                     let lt = self.linktype(et::IPV6)?;
-                    let f = self.nl_field(24, 1);
+                    let f = self.llc_field(24, 1);
                     let g = self.cmp(f, 255);
                     Ok(self.and(lt, g))
                 }
@@ -2089,11 +2284,27 @@ impl<'a> Lower<'a> {
                         let f = self.field(self.off_linkhdr, 10, 1);
                         self.cmp(f, 4)
                     }
-                    lt => match self.ctx.origin {
+                    Lt::Slip if self.dlt == 8 => {
+                        // The direction byte: 0 for inbound; outbound is "not 0".
+                        let f = self.field(self.off_linkhdr, 0, 1);
+                        let t = self.cmp(f, 0);
+                        return Ok(if out { self.not(t) } else { t });
+                    }
+                    _ if self.dlt == 166 => {
+                        // PPP_PPPD: the first byte is 0 for inbound packets, 1 for outbound.
+                        let f = self.field(self.off_linkhdr, 0, 1);
+                        return Ok(self.cmp(f, u32::from(out)));
+                    }
+                    Lt::Juniper => {
+                        // The direction flag: bit 0 of the fourth byte, set for inbound.
+                        let f = self.field(self.off_linkhdr, 3, 1);
+                        return Ok(self.mcmp(f, 0x01, u32::from(!out)));
+                    }
+                    _ => match self.ctx.origin {
                         Origin::Savefile { .. } => {
                             return self.err(format!(
                                 "inbound/outbound not supported on {} when reading savefiles",
-                                lt.description()
+                                dlt_description(self.dlt)
                             ));
                         }
                         // The packet type, from Linux ancillary data (never in a capture).
@@ -2107,10 +2318,10 @@ impl<'a> Lower<'a> {
                     let f = self.field(self.off_linkhdr, 4, 4);
                     Ok(self.cmp(f, n))
                 }
-                lt => match self.ctx.origin {
+                _ => match self.ctx.origin {
                     Origin::Savefile { .. } => self.err(format!(
                         "ifindex not supported on {} when reading savefiles",
-                        lt.description()
+                        dlt_description(self.dlt)
                     )),
                     Origin::Live => Ok(self.cmp(Field::Ancillary { k: 8, size: 4 }, n)),
                 },
@@ -2140,19 +2351,25 @@ impl<'a> Lower<'a> {
     }
 
     fn llc(&mut self, kind: Option<&str>) -> R<NodeId> {
-        if self.linktype != Lt::En10mb {
-            return self.err(format!(
-                "'llc' not supported for {}",
-                self.linktype.description()
-            ));
-        }
-        let lt = self.lt_field();
-        let g = self.gt(lt, et::MTU);
-        let a = self.not(g);
-        let f = self.llc_field(0, 2);
-        let e = self.cmp(f, 0xffff);
-        let b = self.not(e);
-        let base = self.and(a, b);
+        let base = match (self.linktype, self.dlt) {
+            (Lt::En10mb, _) => {
+                let lt = self.lt_field();
+                let g = self.gt(lt, et::MTU);
+                let a = self.not(g);
+                let f = self.llc_field(0, 2);
+                let e = self.cmp(f, 0xffff);
+                let b = self.not(e);
+                self.and(a, b)
+            }
+            // Token Ring, FDDI and LLC-encapsulated ATM carry an LLC header always.
+            (Lt::Llc, 6 | 10 | 11) => self.tru(),
+            _ => {
+                return self.err(format!(
+                    "'llc' not supported for {}",
+                    dlt_description(self.dlt)
+                ));
+            }
+        };
         let Some(kind) = kind else {
             return Ok(base);
         };
@@ -2186,10 +2403,7 @@ impl<'a> Lower<'a> {
             return self.err("no VLAN match after MPLS");
         }
         if self.linktype != Lt::En10mb {
-            return self.err(format!(
-                "no VLAN support for {}",
-                self.linktype.description()
-            ));
+            return self.err(format!("no VLAN support for {}", dlt_description(self.dlt)));
         }
         let a = self.linktype(et::VLAN)?;
         let b = self.linktype(et::QINQ)?;
@@ -2226,9 +2440,11 @@ impl<'a> Lower<'a> {
             self.mcmp(f, 0x01, 0)
         } else {
             match self.linktype {
-                Lt::En10mb => self.linktype(et::MPLS)?,
-                Lt::Ppp => self.linktype(0x0281)?,
-                lt => return self.err(format!("no MPLS support for {}", lt.description())),
+                Lt::En10mb | Lt::Chdlc => self.linktype(et::MPLS)?,
+                Lt::Ppp if self.dlt == 9 => self.linktype(0x0281)?,
+                _ => {
+                    return self.err(format!("no MPLS support for {}", dlt_description(self.dlt)));
+                }
             }
         };
         if let Some(label) = label {
@@ -2240,7 +2456,7 @@ impl<'a> Lower<'a> {
             r = self.and(r, t);
         }
         self.off_nl += 4;
-        self.off_nl_nosnap += 4;
+        self.off_nl_nosnap = self.off_nl_nosnap.wrapping_add(4);
         self.label_stack_depth += 1;
         Ok(r)
     }
@@ -2263,6 +2479,7 @@ impl<'a> Lower<'a> {
             reg: self.off_linkpl.reg,
         };
         self.linktype = Lt::Ppp;
+        self.dlt = 9;
         self.off_linkhdr = lh;
         self.off_linktype = Some(lh);
         self.off_linkpl = Off {
@@ -2340,6 +2557,7 @@ impl<'a> Lower<'a> {
         });
         let r = self.and(g, offs);
         self.linktype = Lt::En10mb;
+        self.dlt = 1;
         self.off_linkhdr = Off {
             k: 0,
             reg: Some(rh),

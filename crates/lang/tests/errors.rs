@@ -118,7 +118,15 @@ fn link_type_errors() {
         "'llc' not supported for Linux cooked v1\n  llc\n  ^^^"
     );
     assert_eq!(
-        err(LinkType::IEEE802_11_RADIOTAP, "ip"),
-        "link type IEEE802_11_RADIO is not supported by netsift's filter compiler (supported: EN10MB, LINUX_SLL, LINUX_SLL2, RAW, IPV4, IPV6, NULL, LOOP)"
+        err(LinkType::USB_LINUX, "ip"),
+        "USB link-layer type filtering not implemented\n  ip\n  ^^"
+    );
+    assert_eq!(
+        err(LinkType(300), ""),
+        "unknown data link type 300 (min 104, max 289)"
+    );
+    assert_eq!(
+        err(LinkType::PPP, "vlan"),
+        "no VLAN support for PPP\n  vlan\n  ^^^^"
     );
 }

@@ -330,28 +330,13 @@ fn trim(s: &str) -> &[u8] {
 /// reports. Most values are the same; a few historical ones differ.
 pub(crate) fn linktype_to_dlt(linktype: u32) -> i32 {
     // LT_LINKTYPE: the upper bits hold FCS information.
-    let lt = linktype & 0x03ff_ffff;
-    let dlt = match lt {
-        100 => 11, // ATM_RFC1483
-        101 => 12, // RAW
-        102 => 15, // SLIP_BSDOS
-        103 => 16, // PPP_BSDOS
-        106 => 19, // ATM_CLIP
-        other => other,
-    };
+    let dlt = netsift_capture::LinkType(linktype & 0x03ff_ffff).dlt();
     i32::try_from(dlt).unwrap_or(i32::MAX)
 }
 
 /// libpcap's `dlt_to_linktype` on Linux: the LINKTYPE value written to files for a DLT.
 pub(crate) fn dlt_to_linktype(dlt: i32) -> u32 {
-    match dlt {
-        11 => 100,
-        12 | 14 => 101,
-        15 => 102,
-        16 => 103,
-        19 => 106,
-        other => u32::try_from(other).unwrap_or(0),
-    }
+    u32::try_from(dlt).map_or(0, |d| netsift_capture::LinkType::from_dlt(d).0)
 }
 
 /// libpcap's `max_snaplen_for_dlt`: the largest snapshot length it accepts for a link type.

@@ -7,8 +7,9 @@ use netsift_wire::LinkType;
 
 use crate::{data, oracle};
 
-/// The link types netsift's compiler supports, by libpcap name.
-pub const LINK_TYPES: [&str; 8] = [
+/// The link types netsift's compiler supports, by libpcap name: every expression libpcap
+/// compiles for them compiles, with libpcap's verdicts.
+pub const LINK_TYPES: [&str; 27] = [
     "EN10MB",
     "RAW",
     "LINUX_SLL",
@@ -17,7 +18,39 @@ pub const LINK_TYPES: [&str; 8] = [
     "LOOP",
     "IPV4",
     "IPV6",
+    "ENC",
+    "PPP",
+    "PPP_PPPD",
+    "PPP_SERIAL",
+    "PPP_ETHER",
+    "PPP_BSDOS",
+    "C_HDLC",
+    "SLIP",
+    "SLIP_BSDOS",
+    "LTALK",
+    "FRELAY",
+    "JUNIPER_MFR",
+    "SYMANTEC_FIREWALL",
+    "APPLE_IP_OVER_IEEE1394",
+    "FDDI",
+    "IEEE802",
+    "IP_OVER_FC",
+    "ATM_RFC1483",
+    "ATM_CLIP",
 ];
+
+/// [`LINK_TYPES`], or those of them named in `NETSIFT_CORPUS_DLT` (comma-separated; for
+/// working on one link type).
+pub fn link_types() -> Vec<&'static str> {
+    match std::env::var("NETSIFT_CORPUS_DLT") {
+        Ok(only) if !only.is_empty() => LINK_TYPES
+            .iter()
+            .copied()
+            .filter(|l| only.split(',').any(|o| o.eq_ignore_ascii_case(l)))
+            .collect(),
+        _ => LINK_TYPES.to_vec(),
+    }
+}
 
 /// One expression of libpcap's tables.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,12 +66,148 @@ pub struct Case {
 /// Packets as (bytes, wire length).
 pub type Packets = Vec<(Vec<u8>, u32)>;
 
-/// Packets (bytes, wire length) of every shared capture, grouped by libpcap DLT value.
+/// Packets (bytes, wire length) of every shared capture, grouped by libpcap DLT value; for
+/// each link type of [`LINK_TYPES`] with fewer than [`SYNTHESIZED`] captured packets, also the
+/// captured Ethernet frames rewritten into that link type by [`synthesize`].
 pub fn packets_by_dlt() -> BTreeMap<i32, Vec<(Vec<u8>, u32)>> {
-    captures_by_dlt()
+    let mut by_dlt: BTreeMap<i32, Packets> = captures_by_dlt()
         .into_iter()
         .map(|(dlt, (_, packets))| (dlt, packets))
-        .collect()
+        .collect();
+    let ethernet = by_dlt.get(&1).cloned().unwrap_or_default();
+    for name in LINK_TYPES {
+        let Some(dlt) = oracle::dlt_from_name(name) else {
+            continue;
+        };
+        let have = by_dlt.get(&dlt).map_or(0, Vec::len);
+        if have < SYNTHESIZED
+            && let Some(made) = synthesize(dlt, &ethernet, SYNTHESIZED - have)
+        {
+            by_dlt.entry(dlt).or_default().extend(made);
+        }
+    }
+    by_dlt
+}
+
+/// How many packets of each supported link type the verdict corpus holds at least (captured
+/// ones first, then synthesized).
+pub const SYNTHESIZED: usize = 2_000;
+
+/// Up to `n` packets of link type `dlt` (a DLT value) made from Ethernet frames: the frame's
+/// addresses, type and payload put into that link type's header as its senders write it (an
+/// LLC/SNAP header where the link type carries one, PPP protocol numbers for PPP, the address
+/// family for ENC, an NLPID for Frame Relay, …), with the header's other bytes varied (SLIP's
+/// direction byte, the Juniper flags) and every seventh packet cut short, so that filters
+/// meet both their expected and their unexpected cases. `None` for a link type it does not
+/// know how to build.
+pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Packets> {
+    fn ppp(et: u16) -> u16 {
+        match et {
+            0x0800 => 0x0021,
+            0x86dd => 0x0057,
+            0x6003 => 0x0027,
+            0x809b => 0x0029,
+            0x0600 => 0x0025,
+            0x8137 => 0x002b,
+            other => other,
+        }
+    }
+    let known = [
+        6, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 107, 109, 114, 122, 134, 138, 166,
+    ];
+    if !known.contains(&dlt) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(n);
+    for (i, (f, _)) in ethernet.iter().filter(|(f, _)| f.len() >= 14).enumerate() {
+        if out.len() >= n {
+            break;
+        }
+        let (dst, src) = (&f[0..6], &f[6..12]);
+        let et = u16::from_be_bytes([f[12], f[13]]);
+        let payload = &f[14..];
+        // An 802.3 frame already carries LLC; an Ethernet II type goes into SNAP.
+        let llc: Vec<u8> = if et <= 1500 {
+            payload.to_vec()
+        } else {
+            let mut v = vec![0xaa, 0xaa, 0x03, 0, 0, 0];
+            v.extend_from_slice(&et.to_be_bytes());
+            v.extend_from_slice(payload);
+            v
+        };
+        let mut p: Vec<u8> = match dlt {
+            10 => [&[0x50][..], dst, src, &llc].concat(),
+            6 => [&[0x10, 0x40][..], dst, src, &llc].concat(),
+            122 => [&[0x10, 0x00][..], dst, &[0x10, 0x00], src, &llc].concat(),
+            11 | 19 => llc,
+            9 | 50 => [&[0xff, 0x03][..], &ppp(et).to_be_bytes(), payload].concat(),
+            166 => [&[(i % 3) as u8, 0x03][..], &ppp(et).to_be_bytes(), payload].concat(),
+            51 => [
+                &[0x11, 0x00, 0x12, 0x34][..],
+                &(payload.len() as u16 + 2).to_be_bytes(),
+                &ppp(et).to_be_bytes(),
+                payload,
+            ]
+            .concat(),
+            16 => {
+                let mut h = vec![0u8; 24];
+                let t = match (et, i % 4) {
+                    (0x0800, 1) => 0x002d,
+                    (0x0800, 2) => 0x002f,
+                    _ => ppp(et),
+                };
+                h[5..7].copy_from_slice(&t.to_be_bytes());
+                [&h[..], payload].concat()
+            }
+            104 => {
+                let t = if et <= 1500 { 0xfefe } else { et };
+                [&[0x0f, 0x00][..], &t.to_be_bytes(), payload].concat()
+            }
+            8 | 15 => {
+                let mut h = vec![0u8; if dlt == 8 { 16 } else { 24 }];
+                h[0] = [0, 1, 0x45, 0x60][i % 4];
+                [&h[..], payload].concat()
+            }
+            109 => {
+                let af: u32 = match (et, i % 3) {
+                    (0x0800, _) => 2,
+                    (0x86dd, 0) => 24,
+                    (0x86dd, 1) => 28,
+                    (0x86dd, _) => 30,
+                    _ => (i % 40) as u32,
+                };
+                let mut h = af.to_ne_bytes().to_vec();
+                h.extend_from_slice(&[0u8; 8]);
+                [&h[..], payload].concat()
+            }
+            114 => payload.to_vec(),
+            107 => {
+                let nlpid = match (et, i % 4) {
+                    (0x0800, _) => 0xcc,
+                    (0x86dd, _) => 0x8e,
+                    (_, 0) => 0x81,
+                    (_, 1) => 0x82,
+                    (_, 2) => 0x83,
+                    _ => 0x80,
+                };
+                [&[0x18, 0x41, 0x03, nlpid][..], payload].concat()
+            }
+            134 => [&[b'M', b'G', b'C', (i % 2) as u8][..], payload].concat(),
+            99 => {
+                let mut h = vec![0u8; 44];
+                h[6..8].copy_from_slice(&et.to_be_bytes());
+                [&h[..], payload].concat()
+            }
+            138 => [dst, &[0, 0][..], src, &[0, 0], &et.to_be_bytes(), payload].concat(),
+            _ => return None,
+        };
+        if i % 7 == 6 {
+            p.truncate(p.len() / 2);
+        }
+        let wire = p.len() as u32 + if i % 11 == 10 { 100 } else { 0 };
+        out.push((p, wire));
+    }
+    Some(out)
 }
 
 /// For each libpcap DLT value, how many shared captures have it and their packets (bytes, wire
@@ -70,7 +239,7 @@ pub fn cases() -> Vec<Case> {
     let mut out = Vec::new();
     for r in data::libpcap_table("accept.tsv") {
         let dlt = r.get("dlt");
-        if !LINK_TYPES.contains(&dlt) || r.get("label").starts_with("accept_bpf_image") {
+        if !link_types().contains(&dlt) || r.get("label").starts_with("accept_bpf_image") {
             continue;
         }
         out.push(Case {
@@ -80,7 +249,7 @@ pub fn cases() -> Vec<Case> {
         });
     }
     for r in data::libpcap_table("apply.tsv") {
-        for dlt in LINK_TYPES {
+        for dlt in link_types() {
             out.push(Case {
                 dlt: dlt.to_string(),
                 snaplen: 262_144,
@@ -93,7 +262,9 @@ pub fn cases() -> Vec<Case> {
     out
 }
 
-/// The netsift link type for a libpcap link-type name.
+/// The netsift link type for a libpcap link-type name (as libpcap's
+/// `pcap_datalink_name_to_val` reads it).
 pub fn link_type(name: &str) -> LinkType {
-    LinkType::from_name(name).unwrap_or_else(|| panic!("unknown link type {name}"))
+    let dlt = oracle::dlt_from_name(name).unwrap_or_else(|| panic!("unknown link type {name}"));
+    LinkType::from_dlt(dlt as u32)
 }

@@ -25,16 +25,31 @@ const TABLE: &[(u32, &str, &str, &str)] = &[
     (50, "PPP_SERIAL", "PPP_HDLC", "PPP over serial"),
     (51, "PPP_ETHER", "PPP_ETHER", "PPPoE"),
     (
+        99,
+        "SYMANTEC_FIREWALL",
+        "SYMANTEC_FIREWALL",
+        "Symantec Firewall",
+    ),
+    (
         100,
         "ATM_RFC1483",
         "ATM_RFC1483",
         "RFC 1483 LLC-encapsulated ATM",
     ),
     (101, "RAW", "RAW", "Raw IP"),
+    (102, "SLIP_BSDOS", "SLIP_BSDOS", "BSD/OS SLIP"),
+    (103, "PPP_BSDOS", "PPP_BSDOS", "BSD/OS PPP"),
     (104, "C_HDLC", "C_HDLC", "Cisco HDLC"),
     (105, "IEEE802_11", "IEEE802_11", "802.11"),
+    (
+        106,
+        "ATM_CLIP",
+        "LINUX_ATM_CLIP",
+        "Linux Classical IP over ATM",
+    ),
     (107, "FRELAY", "FRELAY", "Frame Relay"),
     (108, "LOOP", "LOOP", "OpenBSD loopback"),
+    (109, "ENC", "ENC", "OpenBSD encapsulated IP"),
     (113, "LINUX_SLL", "LINUX_SLL", "Linux cooked v1"),
     (114, "LTALK", "LTALK", "Localtalk"),
     (117, "PFLOG", "PFLOG", "OpenBSD pflog file"),
@@ -59,11 +74,24 @@ const TABLE: &[(u32, &str, &str, &str)] = &[
     ),
     (129, "ARCNET_LINUX", "ARCNET_LINUX", "Linux ARCNET"),
     (
+        134,
+        "JUNIPER_MFR",
+        "JUNIPER_MFR",
+        "Juniper FRF.16 Frame Relay",
+    ),
+    (
         138,
         "APPLE_IP_OVER_IEEE1394",
         "APPLE_IP_OVER_IEEE1394",
         "Apple IP-over-IEEE 1394",
     ),
+    (
+        139,
+        "MTP2_WITH_PHDR",
+        "MTP2_WITH_PHDR",
+        "SS7 MTP2 with Pseudo-header",
+    ),
+    (140, "MTP2", "MTP2", "SS7 MTP2"),
     (143, "DOCSIS", "DOCSIS", "DOCSIS"),
     (144, "LINUX_IRDA", "LINUX_IRDA", "Linux IrDA"),
     (147, "USER0", "USER0", "DLT 147"),
@@ -288,13 +316,17 @@ impl LinkType {
             .map(|e| LinkType(e.0))
     }
 
-    /// The Linux `DLT_*` value for this link type. They are equal except
-    /// `RAW` (LINKTYPE 101 is DLT 12) and `ATM_RFC1483` (100 is DLT 11);
-    /// `LOOP` is DLT 108 on Linux.
+    /// The Linux `DLT_*` value for this link type (libpcap's `linktype_to_dlt`). They are
+    /// equal except `ATM_RFC1483` (LINKTYPE 100 is DLT 11), `RAW` (101 is 12), `SLIP_BSDOS`
+    /// (102 is 15), `PPP_BSDOS` (103 is 16) and `ATM_CLIP` (106 is 19); `LOOP` is DLT 108 on
+    /// Linux.
     pub const fn dlt(self) -> u32 {
         match self.0 {
-            101 => 12,
             100 => 11,
+            101 => 12,
+            102 => 15,
+            103 => 16,
+            106 => 19,
             n => n,
         }
     }
@@ -322,12 +354,15 @@ impl LinkType {
         }
     }
 
-    /// The link type for a Linux `DLT_*` value (inverse of
-    /// [`LinkType::dlt`]).
+    /// The link type for a Linux `DLT_*` value (libpcap's `dlt_to_linktype`, the inverse of
+    /// [`LinkType::dlt`]; DLT 14, BSD's raw IP, is `RAW` too).
     pub const fn from_dlt(dlt: u32) -> LinkType {
         match dlt {
-            12 => LinkType::RAW,
             11 => LinkType::ATM_RFC1483,
+            12 | 14 => LinkType::RAW,
+            15 => LinkType(102),
+            16 => LinkType(103),
+            19 => LinkType(106),
             n => LinkType(n),
         }
     }
