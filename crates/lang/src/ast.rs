@@ -290,8 +290,18 @@ pub enum Other<'a> {
     Geneve(Option<u32>),
     /// `llc [KIND]` (`i`, `s`, `u` or an S/U subtype name).
     Llc(Option<&'a str>),
-    /// A keyword that only exists for other link types (802.11 `type`/`dir`, ATM, MTP, PF
-    /// log); lowering reports that it is not supported here.
+    /// 802.11 `type T [subtype S]` or `subtype S`: the first frame-control byte under `mask`
+    /// equals `value`.
+    WlanType {
+        /// The type and subtype bits.
+        value: u32,
+        /// 0x0c (type), or 0xfc (type and subtype).
+        mask: u32,
+    },
+    /// 802.11 `dir D`: the direction bits (the second frame-control byte under 0x03).
+    WlanDir(u32),
+    /// A keyword that only exists for other link types (ATM, MTP, PF log); lowering reports
+    /// that it is not supported here.
     Unsupported(&'static str),
 }
 

@@ -20,7 +20,9 @@ use crate::ast::{
     Value,
 };
 use crate::names;
-use crate::pred::{self, Base, Builder, Cmp, Field, Loc, Node, NodeId, Pred, Special, Val};
+use crate::pred::{
+    self, Base, Builder, Cmp, Field, Loc, Node, NodeId, Pred, RadioHeader, Special, Val,
+};
 use crate::span::{Error, ErrorKind, Span};
 
 /// How names are resolved.
@@ -110,6 +112,9 @@ enum Lt {
     /// The Juniper link types whose offsets libpcap sets (MFR, MLFR, MLPPP, PPP, CHDLC,
     /// FRELAY): every link-layer protocol test is the Juniper magic number.
     Juniper,
+    /// 802.11, alone or after a radiotap, Prism, AVS or PPI header: variable offsets (see
+    /// [`Special::LinkOffsets`]).
+    Wlan,
     /// An 802.2 LLC header (with SNAP for Ethertypes) at the start of the link-layer payload:
     /// FDDI, Token Ring, IP-over-Fibre Channel, LLC-encapsulated and classical IP over ATM.
     Llc,
@@ -179,6 +184,8 @@ fn layout(dlt: u32) -> Option<(Lt, Option<u32>, Option<u32>, u32, u32)> {
         122 => (Lt::Llc, Some(16), Some(16), 8, 3),
         11 | 19 => (Lt::Llc, Some(0), Some(0), 8, 3),
         7 => (Lt::Unfiltered, None, Some(0), 0, 0),
+        // The link-layer payload's offset is variable (see `Lower::new`).
+        105 | 119 | 127 | 163 | 192 => (Lt::Wlan, Some(24), Some(0), 8, 3),
         d if (104..=289).contains(&d) => (Lt::Unfiltered, None, Some(0), 0, 0),
         _ => return None,
     })
@@ -259,9 +266,28 @@ pub fn lower(expr: Option<&Expr<'_>>, src: &str, ctx: &Context) -> Result<Pred, 
     let mut l = Lower::new(lt, ctx, src, exact);
     let root = match expr {
         None => l.b.constant(true),
-        Some(e) => l.expr(e)?,
+        Some(e) => {
+            let root = l.expr(e)?;
+            l.wlan_prologue(root)
+        }
     };
     Ok(l.b.finish(root))
+}
+
+/// The scratch register holding the 802.11 header's offset after a radio header.
+const REG_WLAN_HDR: u8 = 0;
+/// The scratch register holding the link-layer payload's offset after an 802.11 header.
+const REG_WLAN_PAYLOAD: u8 = 1;
+
+/// The radio header before the 802.11 header of a DLT value.
+fn radio_header(dlt: u32) -> RadioHeader {
+    match dlt {
+        127 => RadioHeader::Radiotap,
+        192 => RadioHeader::Ppi,
+        163 => RadioHeader::Avs,
+        119 => RadioHeader::Prism,
+        _ => RadioHeader::None,
+    }
 }
 
 /// The compiler's view of `ctx.link_type`, or libpcap's error for a link type it does not
@@ -373,6 +399,9 @@ struct Lower<'a> {
     geneve: bool,
     /// Next scratch register for Geneve's offsets.
     next_reg: u8,
+    /// Scratch registers read by the fields made so far (bit n: register n), for the 802.11
+    /// offsets computed only where libpcap computes them (see [`Lower::wlan_prologue`]).
+    regs_used: std::cell::Cell<u16>,
     /// Equality tests known true where the lowering is (the tests of the operands before it
     /// in enclosing `and`s): (field, mask, value), the first `nknown`. See [`Lower::linktype`].
     /// Bounded: forgetting a fact only leaves a test to the optimiser.
@@ -384,7 +413,7 @@ impl<'a> Lower<'a> {
     fn new(lt: Lt, ctx: &'a Context, src: &'a str, exact: bool) -> Lower<'a> {
         let dlt = ctx.link_type.dlt();
         let (_, linktype, linkpl, nl, nosnap) = layout(dlt).unwrap_or((lt, None, Some(0), 0, 0));
-        Lower {
+        let mut l = Lower {
             // A primitive takes a few characters and makes a few nodes (`host X` on Ethernet:
             // 24 characters with its spaces, 14 nodes).
             b: Builder::with_capacity(exact, 16 + src.len() / 2),
@@ -401,9 +430,26 @@ impl<'a> Lower<'a> {
             label_stack_depth: 0,
             geneve: false,
             next_reg: 0,
+            regs_used: std::cell::Cell::new(0),
             known: [(Field::WireLen, 0, 0); KNOWN],
             nknown: 0,
+        };
+        if lt == Lt::Wlan {
+            // The 802.11 header follows a radio header of variable length (not for plain
+            // 802.11); the payload follows an 802.11 header of variable length.
+            if radio_header(dlt) != RadioHeader::None {
+                l.off_linkhdr = Off {
+                    k: 0,
+                    reg: Some(REG_WLAN_HDR),
+                };
+            }
+            l.off_linkpl = Off {
+                k: 0,
+                reg: Some(REG_WLAN_PAYLOAD),
+            };
+            l.next_reg = 2;
         }
+        l
     }
 
     fn err<T>(&self, msg: impl Into<String>) -> R<T> {
@@ -489,11 +535,48 @@ impl<'a> Lower<'a> {
     // ---------------------------------------------------------------------------------------
     // Field locations
 
+    /// Notes that a field reads scratch register `reg`.
+    fn used(&self, reg: u8) -> u8 {
+        self.regs_used.set(self.regs_used.get() | 1 << (reg & 15));
+        reg
+    }
+
+    /// The 802.11 offsets computation (libpcap's `insert_compute_vloffsets`) before `root`,
+    /// for the offsets the filter reads, and for PPI the check that the packet is 802.11
+    /// before that.
+    fn wlan_prologue(&mut self, root: NodeId) -> NodeId {
+        if layout(self.ctx.link_type.dlt()).map(|l| l.0) != Some(Lt::Wlan) {
+            return root;
+        }
+        let prefix = radio_header(self.ctx.link_type.dlt());
+        let used = self.regs_used.get();
+        let payload = (used & (1 << REG_WLAN_PAYLOAD) != 0).then_some(REG_WLAN_PAYLOAD);
+        let hdr = (prefix != RadioHeader::None
+            && (payload.is_some() || used & (1 << REG_WLAN_HDR) != 0))
+            .then_some(REG_WLAN_HDR);
+        let mut root = root;
+        if hdr.is_some() || payload.is_some() {
+            let pro = self.b.special(Special::LinkOffsets {
+                prefix,
+                hdr,
+                payload,
+            });
+            root = self.b.and_all(&[pro, root]);
+        }
+        if prefix == RadioHeader::Ppi {
+            // The DLT in the PPI header (little-endian) must be 802.11.
+            let dlt = self.field(Off::at(0), 4, 4);
+            let check = self.cmp(dlt, 105u32.swap_bytes());
+            root = self.b.and_all(&[check, root]);
+        }
+        root
+    }
+
     fn loc(&self, off: Off, k: u32) -> Loc {
         match off.reg {
             None => Loc::Abs(off.k.saturating_add(k)),
             Some(reg) => Loc::Var {
-                reg,
+                reg: self.used(reg),
                 off: off.k.saturating_add(k),
             },
         }
@@ -532,13 +615,11 @@ impl<'a> Lower<'a> {
         Field::Packet {
             loc: match nl.reg {
                 None => Loc::Ipv4Payload { nl: nl.k, off: k },
-                Some(reg) => {
-                    debug_assert_eq!(
-                        nl.k, 0,
-                        "variable network header offsets have no constant part"
-                    );
-                    Loc::VarIpv4Payload { reg, off: k }
-                }
+                Some(reg) => Loc::VarIpv4Payload {
+                    reg: self.used(reg),
+                    nl: nl.k,
+                    off: k,
+                },
             },
             size,
         }
@@ -834,6 +915,11 @@ impl<'a> Lower<'a> {
                 self.cmp(f, proto)
             }
             Lt::Llc => self.llc_linktype(proto),
+            Lt::Wlan => {
+                let data = self.wlan_data_frame();
+                let t = self.llc_linktype(proto);
+                self.and(data, t)
+            }
             Lt::Unfiltered => {
                 let what = dlt_description(self.dlt);
                 return match not_implemented(self.dlt) {
@@ -946,6 +1032,110 @@ impl<'a> Lower<'a> {
                 self.cmp(f, p)
             }
         }
+    }
+
+    /// `gen_check_802_11_data_frame`: the frame control's type is data (bit 0x08 set, 0x04
+    /// clear).
+    fn wlan_data_frame(&mut self) -> NodeId {
+        let fc = self.field(self.off_linkhdr, 0, 1);
+        let b4 = self.jset(fc, 0x04);
+        let not4 = self.not(b4);
+        let b8 = self.jset(fc, 0x08);
+        self.and(not4, b8)
+    }
+
+    /// `gen_wlanhostop`: a MAC address in an 802.11 header, where the frame's type and
+    /// direction bits put it.
+    fn wlanhostop(&mut self, mac: &[u8; 6], dir: Option<Dir>) -> R<NodeId> {
+        let lh = self.off_linkhdr;
+        let fc0 = self.field(lh, 0, 1);
+        let fc1 = self.field(lh, 1, 1);
+        // Bits of the frame control: `jset` and its negation.
+        let bit = |l: &mut Self, f: Field, b: u32, set: bool| {
+            let j = l.jset(f, b);
+            if set { j } else { l.not(j) }
+        };
+        // `a` where the bit is set, else `b`: libpcap's `(!bit && b) || (bit && a)`.
+        let pick = |l: &mut Self, f: Field, b: u32, a: NodeId, other: NodeId| {
+            let on = bit(l, f, b, true);
+            let a = l.and(on, a);
+            let off = bit(l, f, b, false);
+            let o = l.and(off, other);
+            l.or(o, a)
+        };
+        // Neither a control frame, nor (for those) CTS or ACK: the frames with an addr2.
+        let has_addr2 = |l: &mut Self| {
+            let ctl = l.mcmp(fc0, 0x0c, 0x04);
+            let not_ctl = l.not(ctl);
+            let cts = l.mcmp(fc0, 0xf0, 0xc0);
+            let not_cts = l.not(cts);
+            let ack = l.mcmp(fc0, 0xf0, 0xd0);
+            let not_ack = l.not(ack);
+            let neither = l.and(not_cts, not_ack);
+            l.or(not_ctl, neither)
+        };
+        Ok(match dir {
+            Some(Dir::Src) => {
+                let a24 = self.bcmp(lh, 24, mac);
+                let a16 = self.bcmp(lh, 16, mac);
+                let to_ds = pick(self, fc1, 0x01, a24, a16);
+                let a10 = self.bcmp(lh, 10, mac);
+                let from_ds = pick(self, fc1, 0x02, to_ds, a10);
+                let a10 = self.bcmp(lh, 10, mac);
+                let data = pick(self, fc0, 0x08, from_ds, a10);
+                let not_ctl = bit(self, fc0, 0x04, false);
+                self.and(not_ctl, data)
+            }
+            Some(Dir::Dst) => {
+                let a16 = self.bcmp(lh, 16, mac);
+                let a4 = self.bcmp(lh, 4, mac);
+                let to_ds = pick(self, fc1, 0x01, a16, a4);
+                let a4 = self.bcmp(lh, 4, mac);
+                let data = pick(self, fc0, 0x08, to_ds, a4);
+                let not_ctl = bit(self, fc0, 0x04, false);
+                self.and(not_ctl, data)
+            }
+            None | Some(Dir::SrcOrDst) => {
+                let a = self.wlanhostop(mac, Some(Dir::Src))?;
+                let b = self.wlanhostop(mac, Some(Dir::Dst))?;
+                self.or(a, b)
+            }
+            Some(Dir::SrcAndDst) => {
+                let a = self.wlanhostop(mac, Some(Dir::Src))?;
+                let b = self.wlanhostop(mac, Some(Dir::Dst))?;
+                self.and(a, b)
+            }
+            Some(Dir::Addr1) => self.bcmp(lh, 4, mac),
+            Some(Dir::Addr2) => {
+                let c = has_addr2(self);
+                let m = self.bcmp(lh, 10, mac);
+                self.and(c, m)
+            }
+            Some(Dir::Addr3) => {
+                let ctl = self.mcmp(fc0, 0x0c, 0x04);
+                let not_ctl = self.not(ctl);
+                let m = self.bcmp(lh, 16, mac);
+                self.and(not_ctl, m)
+            }
+            Some(Dir::Addr4) => {
+                let ds = self.mcmp(fc1, 0x03, 0x03);
+                let m = self.bcmp(lh, 24, mac);
+                self.and(ds, m)
+            }
+            Some(Dir::Ra) => {
+                let d = bit(self, fc0, 0x08, true);
+                let m = self.bcmp(lh, 4, mac);
+                self.and(d, m)
+            }
+            Some(_) => {
+                // `ta`.
+                let c = has_addr2(self);
+                let d = bit(self, fc0, 0x08, true);
+                let c = self.and(d, c);
+                let m = self.bcmp(lh, 10, mac);
+                self.and(c, m)
+            }
+        })
     }
 
     /// Where the link header holds the source and destination MAC addresses (Ethernet, FDDI,
@@ -1604,7 +1794,7 @@ impl<'a> Lower<'a> {
         if !matches!(q.addr, None | Some(AddrType::Host)) || q.proto != Some(Proto::Link) {
             return self.err("ethernet address used in non-ether expression");
         }
-        if self.mac_offsets().is_none() {
+        if self.mac_offsets().is_none() && self.linktype != Lt::Wlan {
             return self.err(
                 "ethernet addresses supported only on ethernet/FDDI/token ring/802.11/ATM \
                  LANE/Fibre Channel",
@@ -1613,6 +1803,9 @@ impl<'a> Lower<'a> {
         let Some(mac) = ether_aton(s) else {
             return self.err(format!("invalid Ethernet address '{s}'"));
         };
+        if self.linktype == Lt::Wlan {
+            return self.wlanhostop(&mac, q.dir);
+        }
         self.ehostop(&mac, q.dir)
     }
 
@@ -1684,6 +1877,9 @@ impl<'a> Lower<'a> {
                         (Some(_), 6) => self.err(format!("unknown token ring host '{name}'")),
                         (Some(_), 122) => self.err(format!("unknown Fibre Channel host '{name}'")),
                         (Some(_), _) => self.err(format!("unknown ether host '{name}'")),
+                        (None, _) if self.linktype == Lt::Wlan => {
+                            self.err(format!("unknown 802.11 host '{name}'"))
+                        }
                         (None, _) => self.err(
                             "only ethernet/FDDI/token ring/802.11/ATM LANE/Fibre Channel supports \
                              link-level host name",
@@ -2089,11 +2285,19 @@ impl<'a> Lower<'a> {
         let saved = self.span;
         self.span = span;
         let r = match proto {
+            P::Radio if matches!(self.dlt, 119 | 127 | 163) => Ok((
+                Val::Load {
+                    base: Base::Abs(0),
+                    index: Box::new(index),
+                    size,
+                },
+                idx_check,
+            )),
             P::Radio => self.err("radio information not present in capture"),
             P::Link => {
                 let base = match self.off_linkhdr.reg {
                     None => Base::Abs(self.off_linkhdr.k),
-                    Some(r) => Base::Var(r, self.off_linkhdr.k),
+                    Some(r) => Base::Var(self.used(r), self.off_linkhdr.k),
                 };
                 Ok((
                     Val::Load {
@@ -2117,7 +2321,7 @@ impl<'a> Lower<'a> {
                 let nl = self.nl();
                 let base = match nl.reg {
                     None => Base::Abs(nl.k),
-                    Some(r) => Base::Var(r, nl.k),
+                    Some(r) => Base::Var(self.used(r), nl.k),
                 };
                 let b = self.proto_abbrev(proto)?;
                 let check = match idx_check {
@@ -2145,7 +2349,7 @@ impl<'a> Lower<'a> {
                 let nl = self.nl();
                 let base = match nl.reg {
                     None => Base::Ipv4Payload(nl.k),
-                    Some(r) => Base::VarIpv4Payload(r),
+                    Some(r) => Base::VarIpv4Payload(self.used(r), nl.k),
                 };
                 let lt = self.linktype(et::IP)?;
                 let mut check = lt;
@@ -2169,7 +2373,7 @@ impl<'a> Lower<'a> {
                 let nl = self.nl();
                 let base = match nl.reg {
                     None => Base::Abs(nl.k + 40),
-                    Some(r) => Base::Var(r, nl.k + 40),
+                    Some(r) => Base::Var(self.used(r), nl.k + 40),
                 };
                 let lt = self.linktype(et::IPV6)?;
                 let f = self.nl_field(6, 1);
@@ -2201,6 +2405,9 @@ impl<'a> Lower<'a> {
         use Proto as P;
         match *o {
             Other::Broadcast(p) => match p {
+                None | Some(P::Link) if self.linktype == Lt::Wlan => {
+                    self.wlanhostop(&[0xff; 6], Some(Dir::Dst))
+                }
                 None | Some(P::Link) => {
                     let Some((_, dst)) = self.mac_offsets() else {
                         return self.err("not a broadcast link");
@@ -2226,6 +2433,33 @@ impl<'a> Lower<'a> {
                 _ => self.err("only link-layer/IP broadcast filters supported"),
             },
             Other::Multicast(p) => match p {
+                None | Some(P::Link) if self.linktype == Lt::Wlan => {
+                    // Bit 0 of the destination: addr1, or addr3 for a data frame to the DS.
+                    let lh = self.off_linkhdr;
+                    let fc0 = self.field(lh, 0, 1);
+                    let fc1 = self.field(lh, 1, 1);
+                    let to_ds = self.jset(fc1, 0x01);
+                    let m16 = self.field(lh, 16, 1);
+                    let m16 = self.jset(m16, 1);
+                    let a = self.and(to_ds, m16);
+                    let to_ds = self.jset(fc1, 0x01);
+                    let not_to_ds = self.not(to_ds);
+                    let m4 = self.field(lh, 4, 1);
+                    let m4 = self.jset(m4, 1);
+                    let b = self.and(not_to_ds, m4);
+                    let ds = self.or(b, a);
+                    let data = self.jset(fc0, 0x08);
+                    let ds = self.and(data, ds);
+                    let data = self.jset(fc0, 0x08);
+                    let not_data = self.not(data);
+                    let m4 = self.field(lh, 4, 1);
+                    let m4 = self.jset(m4, 1);
+                    let c = self.and(not_data, m4);
+                    let r = self.or(c, ds);
+                    let ctl = self.jset(fc0, 0x04);
+                    let not_ctl = self.not(ctl);
+                    Ok(self.and(not_ctl, r))
+                }
                 None | Some(P::Link) => {
                     let Some((_, dst)) = self.mac_offsets() else {
                         return self.err(
@@ -2332,14 +2566,26 @@ impl<'a> Lower<'a> {
             Other::Pppoes(sess) => self.pppoes(sess),
             Other::Geneve(vni) => self.geneve(vni),
             Other::Llc(ref kind) => self.llc(kind.as_deref()),
+            Other::WlanType { value, mask } => {
+                if !matches!(self.dlt, 105 | 119 | 127 | 163) {
+                    return self.err("802.11 link-layer types supported only on 802.11");
+                }
+                let f = self.field(self.off_linkhdr, 0, 1);
+                Ok(self.mcmp(f, mask, value))
+            }
+            Other::WlanDir(d) => {
+                if !matches!(self.dlt, 105 | 119 | 127 | 163) {
+                    return self.err("frame direction supported only with 802.11 headers");
+                }
+                let f = self.field(self.off_linkhdr, 1, 1);
+                Ok(self.mcmp(f, 0x03, d))
+            }
             Other::Unsupported(kw) => self.unsupported(kw),
         }
     }
 
     fn unsupported(&self, kw: &str) -> R<NodeId> {
         match kw {
-            "type" => self.err("802.11 link-layer types supported only on 802.11"),
-            "dir" => self.err("frame direction supported only with 802.11 headers"),
             "ifname" | "ruleset" | "rnr" | "srnr" | "reason" | "action" => {
                 self.err(format!("{kw} supported only on PF linktype"))
             }
@@ -2363,6 +2609,7 @@ impl<'a> Lower<'a> {
             }
             // Token Ring, FDDI and LLC-encapsulated ATM carry an LLC header always.
             (Lt::Llc, 6 | 10 | 11) => self.tru(),
+            (Lt::Wlan, _) => self.wlan_data_frame(),
             _ => {
                 return self.err(format!(
                     "'llc' not supported for {}",
@@ -2402,7 +2649,7 @@ impl<'a> Lower<'a> {
         if self.label_stack_depth > 0 {
             return self.err("no VLAN match after MPLS");
         }
-        if self.linktype != Lt::En10mb {
+        if self.linktype != Lt::En10mb && !(self.linktype == Lt::Wlan && self.dlt != 192) {
             return self.err(format!("no VLAN support for {}", dlt_description(self.dlt)));
         }
         let a = self.linktype(et::VLAN)?;
@@ -2502,7 +2749,7 @@ impl<'a> Lower<'a> {
         let nl = self.nl();
         let nl_base = match nl.reg {
             None => Base::Abs(nl.k),
-            Some(r) => Base::Var(r, nl.k),
+            Some(r) => Base::Var(self.used(r), nl.k),
         };
         let fam = |l: &mut Self, v6: bool| -> R<NodeId> {
             let port = l.port_family(

@@ -870,13 +870,61 @@ impl<'a> Parser<'a> {
                 }
                 _ => Other::Llc(None),
             },
-            Kw::Type | Kw::Subtype | Kw::Dir => {
-                self.skip_operand();
-                if k == Kw::Type && self.peek() == Some(&Tok::Kw(Kw::Subtype)) {
+            Kw::Type => {
+                let ty = self.wlan_type()?;
+                if self.peek() == Some(&Tok::Kw(Kw::Subtype)) {
                     self.bump();
-                    self.skip_operand();
+                    let sub = self.wlan_subtype_of(ty)?;
+                    Other::WlanType {
+                        value: ty | sub,
+                        mask: 0xfc,
+                    }
+                } else {
+                    Other::WlanType {
+                        value: ty,
+                        mask: 0x0c,
+                    }
                 }
-                Other::Unsupported(if k == Kw::Dir { "dir" } else { "type" })
+            }
+            Kw::Subtype => {
+                // A subtype name alone: the first type whose table has it.
+                let span = self.span_here();
+                if self.peek() != Some(&Tok::Id) {
+                    return Err(self.unexpected());
+                }
+                let name = self.text();
+                self.bump();
+                let found = WLAN_SUBTYPES.iter().find_map(|(ty, table)| {
+                    table
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                        .map(|(_, v)| ty | v)
+                });
+                let Some(value) = found else {
+                    return Err(self.err("unknown 802.11 type name", span));
+                };
+                Other::WlanType { value, mask: 0xfc }
+            }
+            Kw::Dir => {
+                let span = self.span_here();
+                match self.peek().copied() {
+                    Some(Tok::Num(n)) => {
+                        self.bump();
+                        Other::WlanDir(n)
+                    }
+                    Some(Tok::Id) => {
+                        let name = self.text();
+                        self.bump();
+                        let d = ["nods", "tods", "fromds", "dstods"]
+                            .iter()
+                            .position(|d| d.eq_ignore_ascii_case(name));
+                        match d {
+                            Some(d) => Other::WlanDir(d as u32),
+                            None => return Err(self.err("unknown 802.11 direction", span)),
+                        }
+                    }
+                    _ => return Err(self.unexpected()),
+                }
             }
             Kw::PfIfname | Kw::PfRset | Kw::PfRnr | Kw::PfSrnr | Kw::PfReason | Kw::PfAction => {
                 self.skip_operand();
@@ -951,6 +999,60 @@ impl<'a> Parser<'a> {
         Ok(self.other(o, span))
     }
 
+    /// The operand of `type`: a number of the type bits only (0x0c), or a type name.
+    fn wlan_type(&mut self) -> PResult<u32> {
+        let span = self.span_here();
+        match self.peek().copied() {
+            Some(Tok::Num(n)) => {
+                self.bump();
+                if n & !0x0c != 0 {
+                    return Err(self.err(format!("invalid 802.11 type value 0x{n:02x}"), span));
+                }
+                Ok(n)
+            }
+            Some(Tok::Id) => {
+                let name = self.text();
+                self.bump();
+                WLAN_TYPES
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|&(_, v)| v)
+                    .ok_or_else(|| self.err(format!("unknown 802.11 type name \"{name}\""), span))
+            }
+            _ => Err(self.unexpected()),
+        }
+    }
+
+    /// The operand of `subtype` after `type ty`: a number of the subtype bits only (0xf0), or
+    /// a subtype name of that type.
+    fn wlan_subtype_of(&mut self, ty: u32) -> PResult<u32> {
+        let span = self.span_here();
+        match self.peek().copied() {
+            Some(Tok::Num(n)) => {
+                self.bump();
+                if n & !0xf0 != 0 {
+                    return Err(self.err(format!("invalid 802.11 subtype value 0x{n:02x}"), span));
+                }
+                Ok(n)
+            }
+            Some(Tok::Id) => {
+                let name = self.text();
+                self.bump();
+                let Some((_, table)) = WLAN_SUBTYPES.iter().find(|(t, _)| *t == ty) else {
+                    return Err(self.err("unknown 802.11 type", span));
+                };
+                table
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|&(_, v)| v)
+                    .ok_or_else(|| {
+                        self.err(format!("unknown 802.11 subtype name \"{name}\""), span)
+                    })
+            }
+            _ => Err(self.unexpected()),
+        }
+    }
+
     /// The operand of an 802.11 or PF keyword (a name or a number), if present.
     fn skip_operand(&mut self) {
         if matches!(self.peek(), Some(Tok::Id | Tok::Num(_))) {
@@ -976,6 +1078,75 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 }
+
+/// 802.11 frame types by name (libpcap's `ieee80211_types`).
+const WLAN_TYPES: [(&str, u32); 5] = [
+    ("data", 0x08),
+    ("mgt", 0x00),
+    ("management", 0x00),
+    ("ctl", 0x04),
+    ("control", 0x04),
+];
+
+/// 802.11 subtypes by name for each type, in libpcap's order (management, control, data).
+const WLAN_SUBTYPES: [(u32, &[(&str, u32)]); 3] = [
+    (
+        0x00,
+        &[
+            ("assocreq", 0x00),
+            ("assoc-req", 0x00),
+            ("assocresp", 0x10),
+            ("assoc-resp", 0x10),
+            ("reassocreq", 0x20),
+            ("reassoc-req", 0x20),
+            ("reassocresp", 0x30),
+            ("reassoc-resp", 0x30),
+            ("probereq", 0x40),
+            ("probe-req", 0x40),
+            ("proberesp", 0x50),
+            ("probe-resp", 0x50),
+            ("beacon", 0x80),
+            ("atim", 0x90),
+            ("disassoc", 0xa0),
+            ("disassociation", 0xa0),
+            ("auth", 0xb0),
+            ("authentication", 0xb0),
+            ("deauth", 0xc0),
+            ("deauthentication", 0xc0),
+        ],
+    ),
+    (
+        0x04,
+        &[
+            ("ps-poll", 0xa0),
+            ("rts", 0xb0),
+            ("cts", 0xc0),
+            ("ack", 0xd0),
+            ("cf-end", 0xe0),
+            ("cf-end-ack", 0xf0),
+        ],
+    ),
+    (
+        0x08,
+        &[
+            ("data", 0x00),
+            ("data-cf-ack", 0x10),
+            ("data-cf-poll", 0x20),
+            ("data-cf-ack-poll", 0x30),
+            ("null", 0x40),
+            ("cf-ack", 0x50),
+            ("cf-poll", 0x60),
+            ("cf-ack-poll", 0x70),
+            ("qos-data", 0x80),
+            ("qos-data-cf-ack", 0x90),
+            ("qos-data-cf-poll", 0xa0),
+            ("qos-data-cf-ack-poll", 0xb0),
+            ("qos", 0xc0),
+            ("qos-cf-poll", 0xe0),
+            ("qos-cf-ack-poll", 0xf0),
+        ],
+    ),
+];
 
 #[cfg(test)]
 mod tests {

@@ -55,10 +55,14 @@ pub enum Loc {
         /// Constant added to it.
         off: u32,
     },
-    /// After an IPv4 header at the run-time offset `M[reg]`.
+    /// After an IPv4 header at the run-time offset `M[reg] + nl`: X = `M[reg]` + 4 *
+    /// (`[M[reg] + nl]` & 0xf), and the field is at X + `nl` + `off` (libpcap's code for a
+    /// variable link-layer payload offset).
     VarIpv4Payload {
-        /// Scratch register holding the IPv4 header's offset.
+        /// Scratch register holding the variable part of the IPv4 header's offset.
         reg: u8,
+        /// The constant part of the IPv4 header's offset.
+        nl: u32,
         /// Offset after the IPv4 header.
         off: u32,
     },
@@ -166,8 +170,8 @@ pub enum Base {
     Ipv4Payload(u32),
     /// `M[reg] + off` (Geneve).
     Var(u8, u32),
-    /// The payload of an IPv4 header at offset `M[reg]`.
-    VarIpv4Payload(u8),
+    /// The payload of an IPv4 header at offset `M[reg]` + the constant.
+    VarIpv4Payload(u8, u32),
 }
 
 /// The comparison of a [`Node::Relation`]; `<`, `<=` and `!=` are `not` of these.
@@ -222,6 +226,35 @@ pub enum Special {
     },
     /// `M[a] != M[b]` (Geneve's "there is an inner Ethernet header" check).
     RegsDiffer(u8, u8),
+    /// libpcap's `insert_compute_vloffsets` for 802.11 link types: computes into scratch
+    /// registers the offset of the 802.11 header (after a radio header of variable length)
+    /// and of the link-layer payload (after the 802.11 header, whose length depends on the
+    /// frame type, QoS and radiotap's data padding). Always true when its loads succeed;
+    /// placed first in the program, so that a packet too short for them is rejected, as in
+    /// libpcap.
+    LinkOffsets {
+        /// The header before the 802.11 header.
+        prefix: RadioHeader,
+        /// Register receiving the 802.11 header's offset (`None`: not needed).
+        hdr: Option<u8>,
+        /// Register receiving the link-layer payload's offset (`None`: not needed).
+        payload: Option<u8>,
+    },
+}
+
+/// The radio-information header before an 802.11 header, of variable length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RadioHeader {
+    /// None (DLT_IEEE802_11).
+    None,
+    /// Radiotap: the little-endian 16-bit length at offset 2.
+    Radiotap,
+    /// PPI: the little-endian 16-bit length at offset 2.
+    Ppi,
+    /// AVS: the big-endian 32-bit length at offset 4.
+    Avs,
+    /// Prism, or AVS when the Prism header starts with the AVS cookie: 144 bytes.
+    Prism,
 }
 
 /// The operands of an [`Node::And`] or [`Node::Or`], read as a slice. Up to
@@ -450,11 +483,11 @@ impl EvalState<'_> {
                     u64::from(self.mem[usize::from(reg & 15)]) + u64::from(off),
                     size,
                 ),
-                Loc::VarIpv4Payload { reg, off } => {
+                Loc::VarIpv4Payload { reg, nl, off } => {
                     let base = self.mem[usize::from(reg & 15)];
-                    let h = self.load(u64::from(base), 1)? & 0xf;
+                    let h = self.load(u64::from(base) + u64::from(nl), 1)? & 0xf;
                     let x = (h << 2).wrapping_add(base);
-                    self.load(u64::from(x) + u64::from(off), size)
+                    self.load(u64::from(x) + u64::from(nl) + u64::from(off), size)
                 }
             },
         }
@@ -476,11 +509,11 @@ impl EvalState<'_> {
                         let x = self.mem[usize::from(reg & 15)].wrapping_add(i);
                         self.load(u64::from(x) + u64::from(off), *size)?
                     }
-                    Base::VarIpv4Payload(reg) => {
+                    Base::VarIpv4Payload(reg, nl) => {
                         let b = self.mem[usize::from(reg & 15)];
-                        let h = (self.load(u64::from(b), 1)? & 0xf) << 2;
+                        let h = (self.load(u64::from(b) + u64::from(nl), 1)? & 0xf) << 2;
                         let x = h.wrapping_add(b).wrapping_add(i);
-                        self.load(u64::from(x), *size)?
+                        self.load(u64::from(x) + u64::from(nl), *size)?
                     }
                 }
             }
@@ -565,10 +598,56 @@ impl EvalState<'_> {
                 self.acc = a;
                 Some(a != b)
             }
+            Special::LinkOffsets {
+                prefix,
+                hdr,
+                payload,
+            } => {
+                let mut x = 0u32;
+                if let Some(h) = hdr {
+                    let len = match prefix {
+                        RadioHeader::None => 0,
+                        RadioHeader::Radiotap | RadioHeader::Ppi => {
+                            (self.load(3, 1)? << 8) | self.load(2, 1)?
+                        }
+                        RadioHeader::Avs => self.load(4, 4)?,
+                        RadioHeader::Prism => {
+                            if self.load(0, 4)? & 0xffff_f000 == 0x8021_1000 {
+                                self.load(4, 4)?
+                            } else {
+                                144
+                            }
+                        }
+                    };
+                    self.mem[usize::from(h & 15)] = len;
+                    x = len;
+                }
+                if let Some(pl) = payload {
+                    let r = usize::from(pl & 15);
+                    self.mem[r] = x.wrapping_add(24);
+                    let fc = self.load(u64::from(x), 1)?;
+                    if fc & 0x08 != 0 && fc & 0x04 == 0 {
+                        if fc & 0x80 != 0 {
+                            self.mem[r] = self.mem[r].wrapping_add(2);
+                        }
+                        if prefix == RadioHeader::Radiotap {
+                            let present = self.load(4, 4)?;
+                            if present & 0x0200_0000 != 0 && present & 0x0000_0080 == 0 {
+                                let flags =
+                                    self.load(if present & 0x0100_0000 != 0 { 16 } else { 8 }, 1)?;
+                                if flags & 0x20 != 0 {
+                                    self.mem[r] = self.mem[r].wrapping_add(3) & !3;
+                                }
+                            }
+                        }
+                    }
+                }
+                Some(true)
+            }
             Special::GeneveHeaderLen { nl, ipv6 } => {
                 self.acc = if ipv6 {
                     match nl {
-                        Base::Var(reg, _) | Base::VarIpv4Payload(reg) => {
+                        Base::Var(reg, _) | Base::VarIpv4Payload(reg, _) => {
                             self.mem[usize::from(reg & 15)].wrapping_add(40)
                         }
                         _ => 40,
@@ -578,7 +657,7 @@ impl EvalState<'_> {
                         Base::Abs(k) | Base::Ipv4Payload(k) => {
                             (self.load(u64::from(k), 1)? & 0xf) << 2
                         }
-                        Base::Var(reg, _) | Base::VarIpv4Payload(reg) => {
+                        Base::Var(reg, _) | Base::VarIpv4Payload(reg, _) => {
                             let b = self.mem[usize::from(reg & 15)];
                             ((self.load(u64::from(b), 1)? & 0xf) << 2).wrapping_add(b)
                         }
@@ -595,7 +674,7 @@ impl EvalState<'_> {
                 let k = match nl {
                     Base::Abs(k) | Base::Ipv4Payload(k) => k,
                     Base::Var(_, off) => off,
-                    Base::VarIpv4Payload(_) => 0,
+                    Base::VarIpv4Payload(..) => 0,
                 };
                 let mut a = self.acc.wrapping_add(k).wrapping_add(8);
                 let mut x = a;
@@ -1024,7 +1103,9 @@ impl fmt::Display for DisplayTest<'_> {
                 Loc::Abs(k) => write!(f, "pkt[{k}:{size}]")?,
                 Loc::Ipv4Payload { nl, off } => write!(f, "ip4payload@{nl}[{off}:{size}]")?,
                 Loc::Var { reg, off } => write!(f, "pkt[M{reg}+{off}:{size}]")?,
-                Loc::VarIpv4Payload { reg, off } => write!(f, "ip4payload@M{reg}[{off}:{size}]")?,
+                Loc::VarIpv4Payload { reg, nl, off } => {
+                    write!(f, "ip4payload@M{reg}+{nl}[{off}:{size}]")?
+                }
             },
         }
         if t.mask != u32::MAX {

@@ -231,7 +231,7 @@ fn val(v: &Val) -> String {
                 Base::Abs(0) => val(index),
                 Base::Abs(b) => format!("{b} + {}", val(index)),
                 Base::Ipv4Payload(nl) => format!("ip4 payload after [{nl}] + {}", val(index)),
-                Base::Var(..) | Base::VarIpv4Payload(_) => {
+                Base::Var(..) | Base::VarIpv4Payload(..) => {
                     format!("(run-time offset) + {}", val(index))
                 }
             };

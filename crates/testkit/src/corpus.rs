@@ -9,7 +9,7 @@ use crate::{data, oracle};
 
 /// The link types netsift's compiler supports, by libpcap name: every expression libpcap
 /// compiles for them compiles, with libpcap's verdicts.
-pub const LINK_TYPES: [&str; 27] = [
+pub const LINK_TYPES: [&str; 32] = [
     "EN10MB",
     "RAW",
     "LINUX_SLL",
@@ -37,6 +37,11 @@ pub const LINK_TYPES: [&str; 27] = [
     "IP_OVER_FC",
     "ATM_RFC1483",
     "ATM_CLIP",
+    "IEEE802_11",
+    "IEEE802_11_RADIO",
+    "PRISM_HEADER",
+    "IEEE802_11_RADIO_AVS",
+    "PPI",
 ];
 
 /// [`LINK_TYPES`], or those of them named in `NETSIFT_CORPUS_DLT` (comma-separated; for
@@ -93,6 +98,84 @@ pub fn packets_by_dlt() -> BTreeMap<i32, Vec<(Vec<u8>, u32)>> {
 /// ones first, then synthesized).
 pub const SYNTHESIZED: usize = 2_000;
 
+/// An 802.11 frame carrying `llc` (a data frame, or every few frames a management or control
+/// frame or a null data frame), its direction bits and QoS field cycling with `i`, after the
+/// radio header of `dlt` (radiotap with and without TSFT, flags, data padding and an
+/// extension bit; Prism, alone or with an AVS header; AVS; PPI, mostly for 802.11).
+fn wlan(dlt: i32, i: usize, dst: &[u8], src: &[u8], llc: &[u8]) -> Vec<u8> {
+    let bssid = [0x02, 0x11, 0x22, 0x33, 0x44, 0x55];
+    let (fc0, body) = match i % 8 {
+        4 => (0x80u8, false),
+        5 => (0xd4, false),
+        6 => (0x48, false),
+        7 => (0xb4, false),
+        k => (if k % 2 == 1 { 0x88 } else { 0x08 }, true),
+    };
+    let dir = ((i / 8) % 4) as u8;
+    let (a1, a2, a3, a4): (&[u8], &[u8], &[u8], &[u8]) = match dir {
+        0 => (dst, src, &bssid, &[]),
+        1 => (&bssid, src, dst, &[]),
+        2 => (dst, &bssid, src, &[]),
+        _ => (&bssid, &bssid, dst, src),
+    };
+    let mut h = vec![fc0, dir, 0, 0];
+    for a in [a1, a2, a3] {
+        h.extend_from_slice(a);
+    }
+    h.extend_from_slice(&[0x10, 0x00]);
+    h.extend_from_slice(a4);
+    if fc0 & 0x8c == 0x88 {
+        h.extend_from_slice(&[0, 0]);
+    }
+    // Radiotap's data padding: the 802.11 header padded to a multiple of 4.
+    let pad = dlt == 127 && (i / 32) % 4 == 1;
+    if pad {
+        while h.len() % 4 != 0 {
+            h.push(0);
+        }
+    }
+    if body {
+        h.extend_from_slice(llc);
+    }
+    let prefix: Vec<u8> = match dlt {
+        127 => match (i / 32) % 4 {
+            0 => vec![0, 0, 8, 0, 0, 0, 0, 0],
+            1 => vec![0, 0, 9, 0, 0x02, 0, 0, 0, 0x20],
+            2 => {
+                let mut v = vec![0, 0, 17, 0, 0x03, 0, 0, 0];
+                v.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+                v.push(if i % 3 == 0 { 0x20 } else { 0x10 });
+                v
+            }
+            _ => vec![0, 0, 13, 0, 0x02, 0, 0, 0x80, 0, 0, 0, 0, 0x20],
+        },
+        119 => {
+            if i % 5 == 0 {
+                let mut v = vec![0x80, 0x21, 0x10, 0x01, 0, 0, 0, 64];
+                v.resize(64, 0);
+                v
+            } else {
+                let mut v = vec![0x44, 0, 0, 0, 144, 0, 0, 0];
+                v.resize(144, 0);
+                v
+            }
+        }
+        163 => {
+            let mut v = vec![0x80, 0x21, 0x10, 0x01, 0, 0, 0, 64];
+            v.resize(64, 0);
+            v
+        }
+        192 => {
+            let d: u32 = if i % 9 == 0 { 1 } else { 105 };
+            let mut v = vec![0, 0, 8, 0];
+            v.extend_from_slice(&d.to_le_bytes());
+            v
+        }
+        _ => Vec::new(),
+    };
+    [prefix, h].concat()
+}
+
 /// Up to `n` packets of link type `dlt` (a DLT value) made from Ethernet frames: the frame's
 /// addresses, type and payload put into that link type's header as its senders write it (an
 /// LLC/SNAP header where the link type carries one, PPP protocol numbers for PPP, the address
@@ -113,7 +196,8 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
         }
     }
     let known = [
-        6, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 107, 109, 114, 122, 134, 138, 166,
+        6, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 105, 107, 109, 114, 119, 122, 127, 134, 138,
+        163, 166, 192,
     ];
     if !known.contains(&dlt) {
         return None;
@@ -199,6 +283,7 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
                 [&h[..], payload].concat()
             }
             138 => [dst, &[0, 0][..], src, &[0, 0], &et.to_be_bytes(), payload].concat(),
+            105 | 119 | 127 | 163 | 192 => wlan(dlt, i, dst, src, &llc),
             _ => return None,
         };
         if i % 7 == 6 {

@@ -38,10 +38,10 @@ pub(crate) fn push_load_field(field: &Field, out: &mut Vec<Insn>) {
                     Insn::stmt(LDX | W | MEM, u32::from(reg)),
                     Insn::stmt(LD | sz | IND, off),
                 ]),
-                Loc::VarIpv4Payload { reg, off } => {
-                    out.extend(var_ipv4_hlen(reg));
+                Loc::VarIpv4Payload { reg, nl, off } => {
+                    out.extend(var_ipv4_hlen(reg, nl));
                     out.push(Insn::stmt(MISC | TAX, 0));
-                    out.push(Insn::stmt(LD | sz | IND, off));
+                    out.push(Insn::stmt(LD | sz | IND, nl.wrapping_add(off)));
                 }
             }
         }
@@ -69,10 +69,10 @@ pub(crate) fn ipv4_payload_load(nl: u32, off: u32, sz: u16) -> Vec<Insn> {
 }
 
 /// A = M[reg] + 4 * (P[M[reg]] & 0xf): the offset after an IPv4 header at a run-time offset.
-pub(crate) fn var_ipv4_hlen(reg: u8) -> Vec<Insn> {
+pub(crate) fn var_ipv4_hlen(reg: u8, nl: u32) -> Vec<Insn> {
     vec![
         Insn::stmt(LDX | W | MEM, u32::from(reg)),
-        Insn::stmt(LD | B | IND, 0),
+        Insn::stmt(LD | B | IND, nl),
         Insn::stmt(ALU | AND | K, 0xf),
         Insn::stmt(ALU | LSH | K, 2),
         Insn::stmt(ALU | ADD | X, 0),
@@ -185,16 +185,16 @@ impl ValCompiler {
                         out.push(Insn::stmt(MISC | TAX, 0));
                         out.push(Insn::stmt(LD | sz | IND, k));
                     }
-                    (_, Base::VarIpv4Payload(reg)) => {
+                    (_, Base::VarIpv4Payload(reg, nl)) => {
                         self.val(index, out)?;
                         let t = self.temp()?;
                         out.push(Insn::stmt(ST, t));
-                        out.extend(var_ipv4_hlen(reg));
+                        out.extend(var_ipv4_hlen(reg, nl));
                         out.push(Insn::stmt(MISC | TAX, 0));
                         out.push(Insn::stmt(LD | MEM, t));
                         out.push(Insn::stmt(ALU | ADD | X, 0));
                         out.push(Insn::stmt(MISC | TAX, 0));
-                        out.push(Insn::stmt(LD | sz | IND, 0));
+                        out.push(Insn::stmt(LD | sz | IND, nl));
                         self.release();
                     }
                 }

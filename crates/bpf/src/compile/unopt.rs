@@ -4,7 +4,7 @@
 //! unoptimised program rejects for lack of bytes. Protochain loops and Geneve offsets are
 //! emitted here too (libpcap never optimises filters that contain them).
 
-use netsift_lang::pred::{Base, Cmp, Node, NodeId, Pred, Special, Test};
+use netsift_lang::pred::{Base, Cmp, Node, NodeId, Pred, RadioHeader, Special, Test};
 
 use super::CompileError;
 use super::cfg::{BlockId, Cfg, Term};
@@ -147,14 +147,14 @@ impl<'a> Unopt<'a> {
                     (Base::Abs(_) | Base::Ipv4Payload(_), true) => {
                         vec![Insn::stmt(LD | IMM, 40), Insn::stmt(MISC | TAX, 0)]
                     }
-                    (Base::Var(reg, _) | Base::VarIpv4Payload(reg), true) => vec![
+                    (Base::Var(reg, _) | Base::VarIpv4Payload(reg, _), true) => vec![
                         Insn::stmt(LDX | W | MEM, u32::from(reg)),
                         Insn::stmt(LD | IMM, 40),
                         Insn::stmt(ALU | ADD | X, 0),
                         Insn::stmt(MISC | TAX, 0),
                     ],
-                    (Base::Var(reg, _) | Base::VarIpv4Payload(reg), false) => {
-                        let mut v = var_ipv4_hlen(reg);
+                    (Base::Var(reg, _) | Base::VarIpv4Payload(reg, _), false) => {
+                        let mut v = var_ipv4_hlen(reg, 0);
                         v.push(Insn::stmt(MISC | TAX, 0));
                         v
                     }
@@ -170,7 +170,7 @@ impl<'a> Unopt<'a> {
             } => {
                 let k = match nl {
                     Base::Abs(k) | Base::Ipv4Payload(k) | Base::Var(_, k) => k,
-                    Base::VarIpv4Payload(_) => 0,
+                    Base::VarIpv4Payload(..) => 0,
                 };
                 let (rt, rh, rp) = (
                     u32::from(reg_type),
@@ -216,6 +216,125 @@ impl<'a> Unopt<'a> {
                 ))
             }
             Special::ProtoChain { nl, ipv6, proto } => Ok(self.protochain(nl, ipv6, proto, t, f)),
+            Special::LinkOffsets {
+                prefix,
+                hdr,
+                payload,
+            } => Ok(self.link_offsets(prefix, hdr, payload, t)),
+        }
+    }
+
+    /// libpcap's `insert_compute_vloffsets` for 802.11 (see `Special::LinkOffsets`): the
+    /// radio header's length into `M[hdr]` (and X), then the link-layer payload's offset into
+    /// `M[payload]`; then on to `t`.
+    fn link_offsets(
+        &mut self,
+        prefix: RadioHeader,
+        hdr: Option<u8>,
+        payload: Option<u8>,
+        t: BlockId,
+    ) -> BlockId {
+        let pl_head = match payload {
+            None => t,
+            Some(p) => {
+                let p = u32::from(p);
+                let datapad = if prefix == RadioHeader::Radiotap {
+                    let round = self.block(
+                        vec![
+                            Insn::stmt(LD | MEM, p),
+                            Insn::stmt(ALU | ADD | K, 3),
+                            Insn::stmt(ALU | AND | K, !3),
+                            Insn::stmt(ST, p),
+                        ],
+                        Term::Goto(t),
+                    );
+                    let at16 = self.jump(
+                        vec![Insn::stmt(LD | B | ABS, 16)],
+                        JMP | JSET | K,
+                        0x20,
+                        round,
+                        t,
+                    );
+                    let at8 = self.jump(
+                        vec![Insn::stmt(LD | B | ABS, 8)],
+                        JMP | JSET | K,
+                        0x20,
+                        round,
+                        t,
+                    );
+                    let tsft = self.jump(vec![], JMP | JSET | K, 0x0100_0000, at16, at8);
+                    let ext = self.jump(vec![], JMP | JSET | K, 0x0000_0080, t, tsft);
+                    self.jump(
+                        vec![Insn::stmt(LD | W | ABS, 4)],
+                        JMP | JSET | K,
+                        0x0200_0000,
+                        ext,
+                        t,
+                    )
+                } else {
+                    t
+                };
+                let add_qos = self.block(
+                    vec![
+                        Insn::stmt(LD | MEM, p),
+                        Insn::stmt(ALU | ADD | K, 2),
+                        Insn::stmt(ST, p),
+                    ],
+                    Term::Goto(datapad),
+                );
+                let qos = self.jump(vec![], JMP | JSET | K, 0x80, add_qos, datapad);
+                let not_data = self.jump(vec![], JMP | JSET | K, 0x04, t, qos);
+                let mut stmts = Vec::new();
+                if hdr.is_none() {
+                    stmts.push(Insn::stmt(LDX | IMM, 0));
+                }
+                stmts.extend([
+                    Insn::stmt(MISC | TXA, 0),
+                    Insn::stmt(ALU | ADD | K, 24),
+                    Insn::stmt(ST, p),
+                    Insn::stmt(LD | B | IND, 0),
+                ]);
+                self.jump(stmts, JMP | JSET | K, 0x08, not_data, t)
+            }
+        };
+        let Some(h) = hdr else {
+            return pl_head;
+        };
+        let h = u32::from(h);
+        let store = [Insn::stmt(ST, h), Insn::stmt(MISC | TAX, 0)];
+        match prefix {
+            RadioHeader::Radiotap | RadioHeader::Ppi => {
+                let mut v = vec![
+                    Insn::stmt(LD | B | ABS, 3),
+                    Insn::stmt(ALU | LSH | K, 8),
+                    Insn::stmt(MISC | TAX, 0),
+                    Insn::stmt(LD | B | ABS, 2),
+                    Insn::stmt(ALU | OR | X, 0),
+                ];
+                v.extend(store);
+                self.block(v, Term::Goto(pl_head))
+            }
+            RadioHeader::Avs => {
+                let mut v = vec![Insn::stmt(LD | W | ABS, 4)];
+                v.extend(store);
+                self.block(v, Term::Goto(pl_head))
+            }
+            RadioHeader::Prism => {
+                let common = self.block(store.to_vec(), Term::Goto(pl_head));
+                let avs = self.block(vec![Insn::stmt(LD | W | ABS, 4)], Term::Goto(common));
+                let prism = self.block(vec![Insn::stmt(LD | IMM, 144)], Term::Goto(common));
+                self.jump(
+                    vec![
+                        Insn::stmt(LD | W | ABS, 0),
+                        Insn::stmt(ALU | AND | K, 0xffff_f000),
+                    ],
+                    JMP | JEQ | K,
+                    0x8021_1000,
+                    avs,
+                    prism,
+                )
+            }
+            RadioHeader::None => self.block(vec![Insn::stmt(LDX | IMM, 0)], Term::Goto(pl_head)),
         }
     }
 
