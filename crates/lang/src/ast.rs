@@ -290,6 +290,8 @@ pub enum Other<'a> {
     Geneve(Option<u32>),
     /// `llc [KIND]` (`i`, `s`, `u` or an S/U subtype name).
     Llc(Option<&'a str>),
+    /// A pflog field test.
+    Pf(Pf<'a>),
     /// 802.11 `type T [subtype S]` or `subtype S`: the first frame-control byte under `mask`
     /// equals `value`.
     WlanType {
@@ -331,4 +333,21 @@ pub enum ExprKind<'a> {
     Relation(RelOp, Arith, Arith),
     /// A keyword primitive.
     Other(Other<'a>),
+}
+
+/// The pflog primitives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pf<'a> {
+    /// `ifname NAME`: the interface.
+    Ifname(&'a str),
+    /// `ruleset NAME` (`rset`): the anchor.
+    Ruleset(&'a str),
+    /// `rnr N` (`rulenum`): the rule number.
+    Rnr(u32),
+    /// `srnr N` (`srulenum`): the subrule number.
+    Srnr(u32),
+    /// `reason CODE`: the reason (a number or a name).
+    Reason(u32),
+    /// `action NAME`: the action.
+    Action(u32),
 }

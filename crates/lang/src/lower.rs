@@ -115,6 +115,11 @@ enum Lt {
     /// 802.11, alone or after a radiotap, Prism, AVS or PPI header: variable offsets (see
     /// [`Special::LinkOffsets`]).
     Wlan,
+    /// OpenBSD's pflog: a header of variable length (its first byte), the address family at
+    /// offset 1.
+    Pflog,
+    /// ARCnet: one-byte addresses and protocol numbers.
+    Arcnet,
     /// An 802.2 LLC header (with SNAP for Ethertypes) at the start of the link-layer payload:
     /// FDDI, Token Ring, IP-over-Fibre Channel, LLC-encapsulated and classical IP over ATM.
     Llc,
@@ -183,7 +188,10 @@ fn layout(dlt: u32) -> Option<(Lt, Option<u32>, Option<u32>, u32, u32)> {
         6 => (Lt::Llc, Some(14), Some(14), 8, 3),
         122 => (Lt::Llc, Some(16), Some(16), 8, 3),
         11 | 19 => (Lt::Llc, Some(0), Some(0), 8, 3),
-        7 => (Lt::Unfiltered, None, Some(0), 0, 0),
+        7 => (Lt::Arcnet, Some(2), Some(6), 0, 0),
+        129 => (Lt::Arcnet, Some(4), Some(8), 0, 0),
+        // The link-layer payload's offset is variable (see `Lower::new`).
+        117 => (Lt::Pflog, Some(0), Some(0), 0, 0),
         // The link-layer payload's offset is variable (see `Lower::new`).
         105 | 119 | 127 | 163 | 192 => (Lt::Wlan, Some(24), Some(0), 8, 3),
         d if (104..=289).contains(&d) => (Lt::Unfiltered, None, Some(0), 0, 0),
@@ -449,6 +457,13 @@ impl<'a> Lower<'a> {
             };
             l.next_reg = 2;
         }
+        if lt == Lt::Pflog {
+            l.off_linkpl = Off {
+                k: 0,
+                reg: Some(REG_WLAN_PAYLOAD),
+            };
+            l.next_reg = 2;
+        }
         l
     }
 
@@ -545,7 +560,14 @@ impl<'a> Lower<'a> {
     /// for the offsets the filter reads, and for PPI the check that the packet is 802.11
     /// before that.
     fn wlan_prologue(&mut self, root: NodeId) -> NodeId {
-        if layout(self.ctx.link_type.dlt()).map(|l| l.0) != Some(Lt::Wlan) {
+        let outer = layout(self.ctx.link_type.dlt()).map(|l| l.0);
+        if outer == Some(Lt::Pflog) && self.regs_used.get() & (1 << REG_WLAN_PAYLOAD) != 0 {
+            let pro = self.b.special(Special::PflogOffset {
+                payload: REG_WLAN_PAYLOAD,
+            });
+            return self.b.and_all(&[pro, root]);
+        }
+        if outer != Some(Lt::Wlan) {
             return root;
         }
         let prefix = radio_header(self.ctx.link_type.dlt());
@@ -915,6 +937,34 @@ impl<'a> Lower<'a> {
                 self.cmp(f, proto)
             }
             Lt::Llc => self.llc_linktype(proto),
+            Lt::Pflog => {
+                // The address family: AF_INET, or AF_INET6 of the compiling system (Linux's).
+                let f = self.field(self.off_linkhdr, 1, 1);
+                match proto {
+                    et::IP => self.cmp(f, 2),
+                    et::IPV6 => self.cmp(f, 10),
+                    _ => self.fals(),
+                }
+            }
+            Lt::Arcnet => {
+                let f = self.field(self.lt_off(), 0, 1);
+                match proto {
+                    et::IPV6 => self.cmp(f, 0xc4),
+                    et::IP => {
+                        let a = self.cmp(f, 0xd4);
+                        let b = self.cmp(f, 0xf0);
+                        self.or(a, b)
+                    }
+                    et::ARP => {
+                        let a = self.cmp(f, 0xd5);
+                        let b = self.cmp(f, 0xf1);
+                        self.or(a, b)
+                    }
+                    et::REVARP => self.cmp(f, 0xd6),
+                    et::ATALK => self.cmp(f, 0xdd),
+                    _ => self.fals(),
+                }
+            }
             Lt::Wlan => {
                 let data = self.wlan_data_frame();
                 let t = self.llc_linktype(proto);
@@ -936,6 +986,11 @@ impl<'a> Lower<'a> {
                 };
             }
         })
+    }
+
+    /// The offset of the link-layer type field.
+    fn lt_off(&self) -> Off {
+        self.off_linktype.unwrap_or(Off::at(u32::MAX))
     }
 
     fn lt_field(&self) -> Field {
@@ -1032,6 +1087,81 @@ impl<'a> Lower<'a> {
                 self.cmp(f, p)
             }
         }
+    }
+
+    /// The pflog primitives (`ifname`, `ruleset`, `rnr`, `srnr`, `reason`, `action`): fields
+    /// of `struct pfloghdr`.
+    fn pf(&mut self, pf: ast::Pf<'_>) -> R<NodeId> {
+        use ast::Pf;
+        let kw = match pf {
+            Pf::Ifname(_) => "ifname",
+            Pf::Ruleset(_) => "ruleset",
+            Pf::Rnr(_) => "rnr",
+            Pf::Srnr(_) => "srnr",
+            Pf::Reason(_) => "reason",
+            Pf::Action(_) => "action",
+        };
+        if self.linktype != Lt::Pflog {
+            return self.err(format!("{kw} supported only on PF linktype"));
+        }
+        let lh = self.off_linkhdr;
+        Ok(match pf {
+            Pf::Ifname(name) => {
+                if name.len() >= 16 {
+                    return self.err("ifname interface names can only be 15 characters");
+                }
+                self.bcmp(lh, 4, name.as_bytes())
+            }
+            Pf::Ruleset(name) => {
+                if name.len() >= 16 {
+                    return self.err("ruleset names can only be 15 characters");
+                }
+                self.bcmp(lh, 20, name.as_bytes())
+            }
+            Pf::Rnr(n) => {
+                let f = self.field(lh, 36, 4);
+                self.cmp(f, n)
+            }
+            Pf::Srnr(n) => {
+                let f = self.field(lh, 40, 4);
+                self.cmp(f, n)
+            }
+            Pf::Reason(n) => {
+                let f = self.field(lh, 3, 1);
+                self.cmp(f, n)
+            }
+            Pf::Action(n) => {
+                let f = self.field(lh, 2, 1);
+                self.cmp(f, n)
+            }
+        })
+    }
+
+    /// `gen_ahostop`: an ARCnet address (the source comes first in the header).
+    fn ahostop(&mut self, addr: u8, dir: Option<Dir>) -> R<NodeId> {
+        let lh = self.off_linkhdr;
+        Ok(match dir {
+            Some(Dir::Src) => self.bcmp(lh, 0, &[addr]),
+            Some(Dir::Dst) => self.bcmp(lh, 1, &[addr]),
+            None | Some(Dir::SrcOrDst) => {
+                let a = self.bcmp(lh, 0, &[addr]);
+                let b = self.bcmp(lh, 1, &[addr]);
+                self.or(a, b)
+            }
+            Some(Dir::SrcAndDst) => {
+                let a = self.bcmp(lh, 0, &[addr]);
+                let b = self.bcmp(lh, 1, &[addr]);
+                self.and(a, b)
+            }
+            Some(d @ (Dir::Addr1 | Dir::Addr2 | Dir::Addr3 | Dir::Addr4)) => {
+                let n = addr_n(d);
+                return self.err(format!(
+                    "'addr{n}' and 'address{n}' are only supported on 802.11"
+                ));
+            }
+            Some(Dir::Ra) => return self.err("'ra' is only supported on 802.11"),
+            Some(_) => return self.err("'ta' is only supported on 802.11"),
+        })
     }
 
     /// `gen_check_802_11_data_frame`: the frame control's type is data (bit 0x08 set, 0x04
@@ -1419,7 +1549,16 @@ impl<'a> Lower<'a> {
             Value::Ipv6(s) => self.mcode6(q, s, 128),
             Value::Ipv6Prefix(s, len) => self.mcode6(q, s, *len),
             Value::Mac(s) => self.ecode(q, s),
-            Value::Arcnet(_) => self.err("aid supported only on ARCnet"),
+            Value::Arcnet(s) => {
+                if self.linktype != Lt::Arcnet {
+                    return self.err("aid supported only on ARCnet");
+                }
+                if !matches!(q.addr, None | Some(AddrType::Host)) || q.proto != Some(Proto::Link) {
+                    return self.err("ARCnet address used in non-arc expression");
+                }
+                let a = names::pcap_ether_aton(s.as_bytes());
+                self.ahostop(a[0], q.dir)
+            }
             Value::Name(s) => self.scode(q, s),
         }
     }
@@ -2408,6 +2547,9 @@ impl<'a> Lower<'a> {
                 None | Some(P::Link) if self.linktype == Lt::Wlan => {
                     self.wlanhostop(&[0xff; 6], Some(Dir::Dst))
                 }
+                None | Some(P::Link) if self.linktype == Lt::Arcnet => {
+                    self.ahostop(0, Some(Dir::Dst))
+                }
                 None | Some(P::Link) => {
                     let Some((_, dst)) = self.mac_offsets() else {
                         return self.err("not a broadcast link");
@@ -2433,6 +2575,10 @@ impl<'a> Lower<'a> {
                 _ => self.err("only link-layer/IP broadcast filters supported"),
             },
             Other::Multicast(p) => match p {
+                None | Some(P::Link) if self.linktype == Lt::Arcnet => {
+                    // All ARCnet multicasts use the broadcast address.
+                    self.ahostop(0, Some(Dir::Dst))
+                }
                 None | Some(P::Link) if self.linktype == Lt::Wlan => {
                     // Bit 0 of the destination: addr1, or addr3 for a data frame to the DS.
                     let lh = self.off_linkhdr;
@@ -2509,6 +2655,11 @@ impl<'a> Lower<'a> {
             }
             Other::Inbound | Other::Outbound => {
                 let out = matches!(o, Other::Outbound);
+                if self.linktype == Lt::Pflog {
+                    // pfloghdr.dir: PF_IN 1, PF_OUT 2.
+                    let f = self.field(self.off_linkhdr, 60, 1);
+                    return Ok(self.cmp(f, if out { 2 } else { 1 }));
+                }
                 let t = match self.linktype {
                     Lt::Sll => {
                         let f = self.field(self.off_linkhdr, 0, 2);
@@ -2566,6 +2717,7 @@ impl<'a> Lower<'a> {
             Other::Pppoes(sess) => self.pppoes(sess),
             Other::Geneve(vni) => self.geneve(vni),
             Other::Llc(ref kind) => self.llc(kind.as_deref()),
+            Other::Pf(pf) => self.pf(pf),
             Other::WlanType { value, mask } => {
                 if !matches!(self.dlt, 105 | 119 | 127 | 163) {
                     return self.err("802.11 link-layer types supported only on 802.11");
@@ -2586,9 +2738,6 @@ impl<'a> Lower<'a> {
 
     fn unsupported(&self, kw: &str) -> R<NodeId> {
         match kw {
-            "ifname" | "ruleset" | "rnr" | "srnr" | "reason" | "action" => {
-                self.err(format!("{kw} supported only on PF linktype"))
-            }
             "fisu" | "lssu" | "msu" => self.err(format!("'{kw}' supported only on MTP2")),
             "hfisu" | "hlssu" | "hmsu" => self.err(format!("'{kw}' supported only on MTP2_HSL")),
             "sio" | "opc" | "dpc" | "sls" => self.err(format!("'{kw}' supported only on SS7")),

@@ -64,6 +64,43 @@ pub fn ether_proto(name: &str) -> Option<u32> {
     })
 }
 
+/// libpcap's `xdtoi`: a hex digit's value; other characters give what libpcap's arithmetic
+/// gives them (`c - 'A' + 10`, wrapping).
+pub fn xdtoi(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => c.wrapping_sub(b'A').wrapping_add(10),
+    }
+}
+
+/// The six bytes libpcap's `pcap_ether_aton` makes of `s`, without validation: one optional
+/// `:`, `.` or `-` before each byte, one or two hex digits per byte (other characters count
+/// as digits through [`xdtoi`], as in libpcap: `$1a` gives 0xd1). It stops at six bytes
+/// (libpcap writes past its buffer) and at the end of the string; missing bytes are 0.
+pub fn pcap_ether_aton(s: &[u8]) -> [u8; 6] {
+    let mut out = [0u8; 6];
+    let mut i = 0;
+    let mut n = 0;
+    while i < s.len() && n < 6 {
+        if matches!(s[i], b':' | b'.' | b'-') {
+            i += 1;
+        }
+        let Some(&c) = s.get(i) else { break };
+        i += 1;
+        let mut d = xdtoi(c);
+        if let Some(&c2) = s.get(i)
+            && c2.is_ascii_hexdigit()
+        {
+            d = (d << 4) | xdtoi(c2);
+            i += 1;
+        }
+        out[n] = d;
+        n += 1;
+    }
+    out
+}
+
 /// OSI network-layer protocol identifiers for `iso proto \NAME`.
 pub fn osi_proto(name: &str) -> Option<u32> {
     Some(match name {

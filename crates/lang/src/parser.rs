@@ -926,16 +926,62 @@ impl<'a> Parser<'a> {
                     _ => return Err(self.unexpected()),
                 }
             }
-            Kw::PfIfname | Kw::PfRset | Kw::PfRnr | Kw::PfSrnr | Kw::PfReason | Kw::PfAction => {
-                self.skip_operand();
-                Other::Unsupported(match k {
-                    Kw::PfIfname => "ifname",
-                    Kw::PfRset => "ruleset",
-                    Kw::PfRnr => "rnr",
-                    Kw::PfSrnr => "srnr",
-                    Kw::PfReason => "reason",
-                    _ => "action",
+            Kw::PfIfname | Kw::PfRset => {
+                if self.peek() != Some(&Tok::Id) {
+                    return Err(self.unexpected());
+                }
+                let name = self.text();
+                self.bump();
+                Other::Pf(if k == Kw::PfIfname {
+                    Pf::Ifname(name)
+                } else {
+                    Pf::Ruleset(name)
                 })
+            }
+            Kw::PfRnr | Kw::PfSrnr => {
+                let Some(Tok::Num(n)) = self.peek().copied() else {
+                    return Err(self.unexpected());
+                };
+                self.bump();
+                Other::Pf(if k == Kw::PfRnr {
+                    Pf::Rnr(n)
+                } else {
+                    Pf::Srnr(n)
+                })
+            }
+            Kw::PfReason => {
+                let span = self.span_here();
+                match self.peek().copied() {
+                    Some(Tok::Num(n)) => {
+                        self.bump();
+                        Other::Pf(Pf::Reason(n))
+                    }
+                    Some(Tok::Id) => {
+                        let name = self.text();
+                        self.bump();
+                        let Some(v) = PF_REASONS.iter().position(|r| r.eq_ignore_ascii_case(name))
+                        else {
+                            return Err(self.err(format!("unknown PF reason \"{name}\""), span));
+                        };
+                        Other::Pf(Pf::Reason(v as u32))
+                    }
+                    _ => return Err(self.unexpected()),
+                }
+            }
+            Kw::PfAction => {
+                let span = self.span_here();
+                if self.peek() != Some(&Tok::Id) {
+                    return Err(self.unexpected());
+                }
+                let name = self.text();
+                self.bump();
+                let Some(&(_, v)) = PF_ACTIONS
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                else {
+                    return Err(self.err(format!("unknown PF action \"{name}\""), span));
+                };
+                Other::Pf(Pf::Action(v))
             }
             Kw::Lane
             | Kw::Metac
@@ -1053,13 +1099,6 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The operand of an 802.11 or PF keyword (a name or a number), if present.
-    fn skip_operand(&mut self) {
-        if matches!(self.peek(), Some(Tok::Id | Tok::Num(_))) {
-            self.bump();
-        }
-    }
-
     /// The value of an ATM or SS7 field: `N`, `relop N`, or `(N or N …)`.
     fn field_value(&mut self) -> PResult<()> {
         if self.peek().and_then(rel_op).is_some() {
@@ -1078,6 +1117,42 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 }
+
+/// pflog reason codes by name, in code order (libpcap's `pflog_reasons` on Linux).
+const PF_REASONS: [&str; 15] = [
+    "match",
+    "bad-offset",
+    "fragment",
+    "short",
+    "normalize",
+    "memory",
+    "bad-timestamp",
+    "congestion",
+    "ip-option",
+    "proto-cksum",
+    "state-mismatch",
+    "state-insert",
+    "state-limit",
+    "src-limit",
+    "synproxy",
+];
+
+/// pflog actions by name (libpcap's `pflog_actions` on Linux).
+const PF_ACTIONS: [(&str, u32); 13] = [
+    ("pass", 0),
+    ("accept", 0),
+    ("drop", 1),
+    ("block", 1),
+    ("scrub", 2),
+    ("noscrub", 3),
+    ("nat", 4),
+    ("nonat", 5),
+    ("binat", 6),
+    ("nobinat", 7),
+    ("rdr", 8),
+    ("nordr", 9),
+    ("synproxy-drop", 10),
+];
 
 /// 802.11 frame types by name (libpcap's `ieee80211_types`).
 const WLAN_TYPES: [(&str, u32); 5] = [

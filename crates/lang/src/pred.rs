@@ -240,6 +240,12 @@ pub enum Special {
         /// Register receiving the link-layer payload's offset (`None`: not needed).
         payload: Option<u8>,
     },
+    /// libpcap's `gen_load_pflog_llprefixlen`: `M[payload]` = (the pflog header's length byte
+    /// + 3) rounded down to a multiple of 4. Always true when its load succeeds; placed first.
+    PflogOffset {
+        /// Register receiving the link-layer payload's offset.
+        payload: u8,
+    },
 }
 
 /// The radio-information header before an 802.11 header, of variable length.
@@ -597,6 +603,11 @@ impl EvalState<'_> {
                 let (a, b) = (self.mem[usize::from(a & 15)], self.mem[usize::from(b & 15)]);
                 self.acc = a;
                 Some(a != b)
+            }
+            Special::PflogOffset { payload } => {
+                let v = self.load(0, 1)?.wrapping_add(3) & 0xffff_fffc;
+                self.mem[usize::from(payload & 15)] = v;
+                Some(true)
             }
             Special::LinkOffsets {
                 prefix,

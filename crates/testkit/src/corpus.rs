@@ -9,7 +9,7 @@ use crate::{data, oracle};
 
 /// The link types netsift's compiler supports, by libpcap name: every expression libpcap
 /// compiles for them compiles, with libpcap's verdicts.
-pub const LINK_TYPES: [&str; 32] = [
+pub const LINK_TYPES: [&str; 35] = [
     "EN10MB",
     "RAW",
     "LINUX_SLL",
@@ -42,6 +42,9 @@ pub const LINK_TYPES: [&str; 32] = [
     "PRISM_HEADER",
     "IEEE802_11_RADIO_AVS",
     "PPI",
+    "PFLOG",
+    "ARCNET",
+    "ARCNET_LINUX",
 ];
 
 /// [`LINK_TYPES`], or those of them named in `NETSIFT_CORPUS_DLT` (comma-separated; for
@@ -196,8 +199,8 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
         }
     }
     let known = [
-        6, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 105, 107, 109, 114, 119, 122, 127, 134, 138,
-        163, 166, 192,
+        6, 7, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 105, 107, 109, 114, 117, 119, 122, 127,
+        129, 134, 138, 163, 166, 192,
     ];
     if !known.contains(&dlt) {
         return None;
@@ -284,6 +287,46 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
             }
             138 => [dst, &[0, 0][..], src, &[0, 0], &et.to_be_bytes(), payload].concat(),
             105 | 119 | 127 | 163 | 192 => wlan(dlt, i, dst, src, &llc),
+            117 => {
+                let mut h = vec![0u8; 64];
+                h[0] = [61, 45, 64, 0][i % 4];
+                h[1] = match (et, i % 5) {
+                    (_, 4) => 24,
+                    (0x0800, _) => 2,
+                    (0x86dd, _) => 10,
+                    _ => (i % 30) as u8,
+                };
+                h[2] = (i % 12) as u8;
+                h[3] = (i % 17) as u8;
+                h[4..7].copy_from_slice([b"em0", b"lo0", b"re1"][i % 3]);
+                h[20..24].copy_from_slice(b"main");
+                h[36..40].copy_from_slice(&((i % 7) as u32).to_be_bytes());
+                h[40..44].copy_from_slice(&((i % 3) as u32).to_be_bytes());
+                h[60] = (i % 3) as u8;
+                let len = (usize::from(h[0]) + 3) & !3;
+                h.resize(len.max(4), 0);
+                [&h[..], payload].concat()
+            }
+            7 | 129 => {
+                let t = match (et, i % 2) {
+                    (0x0800, 0) => 0xd4,
+                    (0x0800, _) => 0xf0,
+                    (0x0806, 0) => 0xd5,
+                    (0x0806, _) => 0xf1,
+                    (0x8035, _) => 0xd6,
+                    (0x86dd, _) => 0xc4,
+                    (0x809b, _) => 0xdd,
+                    _ => (i % 256) as u8,
+                };
+                let s = [0xd8u8, 0x8c, 0xde, 0x01][(i / 4) % 4];
+                let d = [0u8, 0xde, 0xda, 0x0e][i % 4];
+                let h: Vec<u8> = if dlt == 7 {
+                    vec![s, d, t, 0, 0, 0]
+                } else {
+                    vec![s, d, 0, 0, t, 0, 0, 0]
+                };
+                [&h[..], payload].concat()
+            }
             _ => return None,
         };
         if i % 7 == 6 {

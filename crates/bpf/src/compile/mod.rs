@@ -134,6 +134,7 @@ fn geneve_registers(pred: &Pred) -> u8 {
         .iter()
         .filter_map(|&id| match pred.node(id) {
             Node::Special(Special::GeneveOffsets { reg_payload, .. }) => Some(reg_payload + 1),
+            Node::Special(Special::PflogOffset { payload }) => Some(payload + 1),
             Node::Special(Special::LinkOffsets { hdr, payload, .. }) => {
                 (*hdr).max(*payload).map(|r| r + 1)
             }

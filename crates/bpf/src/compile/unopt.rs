@@ -221,6 +221,16 @@ impl<'a> Unopt<'a> {
                 hdr,
                 payload,
             } => Ok(self.link_offsets(prefix, hdr, payload, t)),
+            Special::PflogOffset { payload } => Ok(self.block(
+                vec![
+                    Insn::stmt(LD | B | ABS, 0),
+                    Insn::stmt(ALU | ADD | K, 3),
+                    Insn::stmt(ALU | AND | K, 0xffff_fffc),
+                    Insn::stmt(ST, u32::from(payload)),
+                    Insn::stmt(MISC | TAX, 0),
+                ],
+                Term::Goto(t),
+            )),
         }
     }
 
