@@ -120,6 +120,11 @@ enum Lt {
     Pflog,
     /// ARCnet: one-byte addresses and protocol numbers.
     Arcnet,
+    /// Solaris ipnet: the address family at offset 1.
+    Ipnet,
+    /// BACnet MS/TP: every protocol test is the frame's preamble; libpcap sets no payload
+    /// offset, so network-layer fields are read where its unset offsets wrap around to.
+    Bacnet,
     /// An 802.2 LLC header (with SNAP for Ethertypes) at the start of the link-layer payload:
     /// FDDI, Token Ring, IP-over-Fibre Channel, LLC-encapsulated and classical IP over ATM.
     Llc,
@@ -189,6 +194,11 @@ fn layout(dlt: u32) -> Option<(Lt, Option<u32>, Option<u32>, u32, u32)> {
         122 => (Lt::Llc, Some(16), Some(16), 8, 3),
         11 | 19 => (Lt::Llc, Some(0), Some(0), 8, 3),
         7 => (Lt::Arcnet, Some(2), Some(6), 0, 0),
+        226 => (Lt::Ipnet, Some(1), Some(24), 0, NOT_SET),
+        // Ethernet after a pseudo-header (and a preamble): see `Lower::new`.
+        240 => (Lt::En10mb, Some(16), Some(18), 0, 3),
+        241 => (Lt::En10mb, Some(24), Some(26), 0, 3),
+        165 => (Lt::Bacnet, None, None, NOT_SET, NOT_SET),
         129 => (Lt::Arcnet, Some(4), Some(8), 0, 0),
         // The link-layer payload's offset is variable (see `Lower::new`).
         117 => (Lt::Pflog, Some(0), Some(0), 0, 0),
@@ -457,6 +467,13 @@ impl<'a> Lower<'a> {
             };
             l.next_reg = 2;
         }
+        // The Ethernet header of netANALYZER frames follows a pseudo-header (and, transparent,
+        // the preamble and start-of-frame delimiter).
+        match dlt {
+            240 => l.off_linkhdr = Off::at(4),
+            241 => l.off_linkhdr = Off::at(12),
+            _ => {}
+        }
         if lt == Lt::Pflog {
             l.off_linkpl = Off {
                 k: 0,
@@ -596,10 +613,11 @@ impl<'a> Lower<'a> {
 
     fn loc(&self, off: Off, k: u32) -> Loc {
         match off.reg {
-            None => Loc::Abs(off.k.saturating_add(k)),
+            // libpcap adds offsets as `u_int`s: an unset offset (all ones) wraps around.
+            None => Loc::Abs(off.k.wrapping_add(k)),
             Some(reg) => Loc::Var {
                 reg: self.used(reg),
-                off: off.k.saturating_add(k),
+                off: off.k.wrapping_add(k),
             },
         }
     }
@@ -945,6 +963,18 @@ impl<'a> Lower<'a> {
                     et::IPV6 => self.cmp(f, 10),
                     _ => self.fals(),
                 }
+            }
+            Lt::Ipnet => {
+                let f = self.field(self.lt_off(), 0, 1);
+                match proto {
+                    et::IP => self.cmp(f, 2),
+                    et::IPV6 => self.cmp(f, 26),
+                    _ => self.fals(),
+                }
+            }
+            Lt::Bacnet => {
+                let f = self.field(self.off_linkhdr, 0, 4);
+                self.mcmp(f, 0xffff_0000, 0x55ff_0000)
             }
             Lt::Arcnet => {
                 let f = self.field(self.lt_off(), 0, 1);
@@ -2655,6 +2685,11 @@ impl<'a> Lower<'a> {
             }
             Other::Inbound | Other::Outbound => {
                 let out = matches!(o, Other::Outbound);
+                if self.linktype == Lt::Ipnet {
+                    // IPNET_OUTBOUND 1, IPNET_INBOUND 2.
+                    let f = self.field(self.off_linkhdr, 2, 2);
+                    return Ok(self.cmp(f, if out { 1 } else { 2 }));
+                }
                 if self.linktype == Lt::Pflog {
                     // pfloghdr.dir: PF_IN 1, PF_OUT 2.
                     let f = self.field(self.off_linkhdr, 60, 1);
@@ -2747,7 +2782,8 @@ impl<'a> Lower<'a> {
 
     fn llc(&mut self, kind: Option<&str>) -> R<NodeId> {
         let base = match (self.linktype, self.dlt) {
-            (Lt::En10mb, _) => {
+            // Not netANALYZER's Ethernet (libpcap: "'llc' not supported").
+            (Lt::En10mb, 1) => {
                 let lt = self.lt_field();
                 let g = self.gt(lt, et::MTU);
                 let a = self.not(g);

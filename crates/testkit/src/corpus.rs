@@ -9,7 +9,7 @@ use crate::{data, oracle};
 
 /// The link types netsift's compiler supports, by libpcap name: every expression libpcap
 /// compiles for them compiles, with libpcap's verdicts.
-pub const LINK_TYPES: [&str; 35] = [
+pub const LINK_TYPES: [&str; 39] = [
     "EN10MB",
     "RAW",
     "LINUX_SLL",
@@ -45,6 +45,10 @@ pub const LINK_TYPES: [&str; 35] = [
     "PFLOG",
     "ARCNET",
     "ARCNET_LINUX",
+    "IPNET",
+    "NETANALYZER",
+    "NETANALYZER_TRANSPARENT",
+    "BACNET_MS_TP",
 ];
 
 /// [`LINK_TYPES`], or those of them named in `NETSIFT_CORPUS_DLT` (comma-separated; for
@@ -200,7 +204,7 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
     }
     let known = [
         6, 7, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 105, 107, 109, 114, 117, 119, 122, 127,
-        129, 134, 138, 163, 166, 192,
+        129, 134, 138, 163, 165, 166, 192, 226, 240, 241,
     ];
     if !known.contains(&dlt) {
         return None;
@@ -306,6 +310,32 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
                 let len = (usize::from(h[0]) + 3) & !3;
                 h.resize(len.max(4), 0);
                 [&h[..], payload].concat()
+            }
+            226 => {
+                let mut h = vec![0u8; 24];
+                h[0] = 2;
+                h[1] = match (et, i % 5) {
+                    (_, 4) => 10,
+                    (0x0800, _) => 2,
+                    (0x86dd, _) => 26,
+                    _ => (i % 30) as u8,
+                };
+                h[2..4].copy_from_slice(&[0, (i % 3) as u8]);
+                [&h[..], payload].concat()
+            }
+            240 => [&[0u8, 0, 0, 0][..], f].concat(),
+            241 => [
+                &[0u8, 0, 0, 0, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0x55, 0xd5][..],
+                f,
+            ]
+            .concat(),
+            165 => {
+                let pre: &[u8] = if i % 4 == 3 {
+                    &[0x55, 0xfe]
+                } else {
+                    &[0x55, 0xff]
+                };
+                [pre, &[(i % 8) as u8, 0x01, 0x02, 0, 0, 0][..], payload].concat()
             }
             7 | 129 => {
                 let t = match (et, i % 2) {
