@@ -292,6 +292,15 @@ pub enum Other<'a> {
     Llc(Option<&'a str>),
     /// A pflog field test.
     Pf(Pf<'a>),
+    /// A raw-ATM abbreviation: `lane`, `metac`, `bcc`, `oamf4ec`, `oamf4sc`, `sc`, `ilmic`,
+    /// `oam`, `oamf4`, `connectmsg`, `metaconnect`.
+    Atm(&'static str),
+    /// `vpi VALUE` (false) or `vci VALUE` (true).
+    AtmField(bool, FieldValue),
+    /// An MTP2 abbreviation: `fisu`, `lssu`, `msu`, `hfisu`, `hlssu`, `hmsu`.
+    Mtp2(&'static str),
+    /// An MTP3 field (`sio`, `opc`, `dpc`, `sls`; `hsio`… for MTP2_HSL) and its value.
+    Mtp3(Mtp3Field, bool, FieldValue),
     /// 802.11 `type T [subtype S]` or `subtype S`: the first frame-control byte under `mask`
     /// equals `value`.
     WlanType {
@@ -302,9 +311,25 @@ pub enum Other<'a> {
     },
     /// 802.11 `dir D`: the direction bits (the second frame-control byte under 0x03).
     WlanDir(u32),
-    /// A keyword that only exists for other link types (ATM, MTP, PF log); lowering reports
-    /// that it is not supported here.
-    Unsupported(&'static str),
+}
+
+/// The value of an ATM or SS7 field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldValue {
+    /// `N` or `(N or N …)`: equal to one of them.
+    OneOf(Vec<u32>),
+    /// `relop N`.
+    Rel(RelOp, u32),
+}
+
+/// The MTP3 fields.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mtp3Field {
+    Sio,
+    Opc,
+    Dpc,
+    Sls,
 }
 
 /// A boolean filter expression.

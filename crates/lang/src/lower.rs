@@ -120,6 +120,9 @@ enum Lt {
     Pflog,
     /// ARCnet: one-byte addresses and protocol numbers.
     Arcnet,
+    /// Sun raw ATM: a 4-byte header (direction and protocol, VPI, VCI), then LLC for
+    /// LLC-encapsulated traffic.
+    Sunatm,
     /// Solaris ipnet: the address family at offset 1.
     Ipnet,
     /// BACnet MS/TP: every protocol test is the frame's preamble; libpcap sets no payload
@@ -162,11 +165,14 @@ fn not_implemented(dlt: u32) -> Option<&'static str> {
     })
 }
 
-/// libpcap 1.10.3's `init_linktype` for a DLT value: the compiler's view and the offsets of
-/// the type field, the link-layer payload, the network layer and the network layer after an
-/// 802.2 header without SNAP (`None`: libpcap's `OFFSET_NOT_SET`). `None` for a link type
-/// libpcap does not compile for.
-fn layout(dlt: u32) -> Option<(Lt, Option<u32>, Option<u32>, u32, u32)> {
+/// A link layer as libpcap's `init_linktype` lays it out: the compiler's view and the offsets
+/// of the type field, the link-layer payload, the network layer and the network layer after
+/// an 802.2 header without SNAP (`None`: libpcap's `OFFSET_NOT_SET`).
+type Layout = (Lt, Option<u32>, Option<u32>, u32, u32);
+
+/// libpcap 1.10.3's [`Layout`] for a DLT value; `None` for a link type libpcap does not
+/// compile for.
+fn layout(dlt: u32) -> Option<Layout> {
     const NOT_SET: u32 = u32::MAX;
     Some(match dlt {
         1 => (Lt::En10mb, Some(12), Some(14), 0, 3),
@@ -194,6 +200,7 @@ fn layout(dlt: u32) -> Option<(Lt, Option<u32>, Option<u32>, u32, u32)> {
         122 => (Lt::Llc, Some(16), Some(16), 8, 3),
         11 | 19 => (Lt::Llc, Some(0), Some(0), 8, 3),
         7 => (Lt::Arcnet, Some(2), Some(6), 0, 0),
+        123 => (Lt::Sunatm, Some(4), Some(4), 8, 3),
         226 => (Lt::Ipnet, Some(1), Some(24), 0, NOT_SET),
         // Ethernet after a pseudo-header (and a preamble): see `Lower::new`.
         240 => (Lt::En10mb, Some(16), Some(18), 0, 3),
@@ -417,6 +424,10 @@ struct Lower<'a> {
     geneve: bool,
     /// Next scratch register for Geneve's offsets.
     next_reg: u8,
+    /// Sun raw ATM (libpcap's `is_atm`): `vpi`, `vci` and the ATM abbreviations apply.
+    is_atm: bool,
+    /// After `lane`: Ethernet inside LANE (see [`Lower::lane_data_check`]).
+    after_lane: bool,
     /// Scratch registers read by the fields made so far (bit n: register n), for the 802.11
     /// offsets computed only where libpcap computes them (see [`Lower::wlan_prologue`]).
     regs_used: std::cell::Cell<u16>,
@@ -449,6 +460,8 @@ impl<'a> Lower<'a> {
             geneve: false,
             next_reg: 0,
             regs_used: std::cell::Cell::new(0),
+            is_atm: dlt == 123,
+            after_lane: false,
             known: [(Field::WireLen, 0, 0); KNOWN],
             nknown: 0,
         };
@@ -860,7 +873,14 @@ impl<'a> Lower<'a> {
             return self.mpls_linktype(proto);
         }
         Ok(match self.linktype {
-            Lt::En10mb => self.ether_linktype(proto),
+            Lt::En10mb => {
+                let check = self.lane_data_check();
+                let t = self.ether_linktype(proto);
+                match check {
+                    Some(c) => self.and(c, t),
+                    None => t,
+                }
+            }
             Lt::Sll => self.sll_linktype(proto),
             Lt::Sll2 | Lt::Ppp => {
                 let v = if self.linktype == Lt::Ppp {
@@ -963,6 +983,12 @@ impl<'a> Lower<'a> {
                     et::IPV6 => self.cmp(f, 10),
                     _ => self.fals(),
                 }
+            }
+            Lt::Sunatm => {
+                let f = self.field(Off::at(0), 0, 1);
+                let llc = self.mcmp(f, 0x0f, 0x02);
+                let t = self.llc_linktype(proto);
+                self.and(llc, t)
             }
             Lt::Ipnet => {
                 let f = self.field(self.lt_off(), 0, 1);
@@ -1975,7 +2001,12 @@ impl<'a> Lower<'a> {
         if self.linktype == Lt::Wlan {
             return self.wlanhostop(&mac, q.dir);
         }
-        self.ehostop(&mac, q.dir)
+        let check = self.lane_data_check();
+        let h = self.ehostop(&mac, q.dir)?;
+        Ok(match check {
+            Some(c) => self.and(c, h),
+            None => h,
+        })
     }
 
     /// `gen_ehostop`, `gen_fhostop`, `gen_thostop`, `gen_ipfchostop`: a MAC address in the
@@ -2584,8 +2615,13 @@ impl<'a> Lower<'a> {
                     let Some((_, dst)) = self.mac_offsets() else {
                         return self.err("not a broadcast link");
                     };
+                    let check = self.lane_data_check();
                     let lh = self.off_linkhdr;
                     let x = self.bcmp(lh, dst, &[0xff; 6]);
+                    let x = match check {
+                        Some(c) => self.and(c, x),
+                        None => x,
+                    };
                     Ok(self.geneve_ll(x))
                 }
                 Some(P::Ip) => {
@@ -2643,8 +2679,13 @@ impl<'a> Lower<'a> {
                              ring/ARCNET/802.11/ATM LANE/Fibre Channel",
                         );
                     };
+                    let check = self.lane_data_check();
                     let f = self.field(self.off_linkhdr, dst, 1);
                     let x = self.jset(f, 1);
+                    let x = match check {
+                        Some(c) => self.and(c, x),
+                        None => x,
+                    };
                     Ok(self.geneve_ll(x))
                 }
                 Some(P::Ip) => {
@@ -2767,17 +2808,231 @@ impl<'a> Lower<'a> {
                 let f = self.field(self.off_linkhdr, 1, 1);
                 Ok(self.mcmp(f, 0x03, d))
             }
-            Other::Unsupported(kw) => self.unsupported(kw),
+            Other::Atm(kw) => self.atm(kw),
+            Other::AtmField(vci, ref v) => {
+                let kw = if vci { "vci" } else { "vpi" };
+                if !self.is_atm {
+                    return self.err(format!("'{kw}' supported only on raw ATM"));
+                }
+                let f = if vci {
+                    self.field(Off::at(0), 2, 2)
+                } else {
+                    self.field(Off::at(0), 1, 1)
+                };
+                Ok(self.field_value(f, u32::MAX, v, |v| v))
+            }
+            Other::Mtp2(kw) => self.mtp2(kw),
+            Other::Mtp3(field, hsl, ref v) => self.mtp3(field, hsl, v),
         }
     }
 
-    fn unsupported(&self, kw: &str) -> R<NodeId> {
-        match kw {
-            "fisu" | "lssu" | "msu" => self.err(format!("'{kw}' supported only on MTP2")),
-            "hfisu" | "hlssu" | "hmsu" => self.err(format!("'{kw}' supported only on MTP2_HSL")),
-            "sio" | "opc" | "dpc" | "sls" => self.err(format!("'{kw}' supported only on SS7")),
-            _ => self.err(format!("'{kw}' supported only on raw ATM")),
+    /// libpcap's `gen_ncmp`: `(field & mask) op v`; `reverse` negates `>` and `>=` only (as
+    /// in libpcap 1.10.3, `!=` on an ATM or SS7 field means `=`).
+    fn ncmp(&mut self, f: Field, mask: u32, op: RelOp, reverse: bool, v: u32) -> NodeId {
+        let t = match op {
+            RelOp::Gt => self.b.test(f, mask, Cmp::Gt(v)),
+            RelOp::Ge => self.b.test(f, mask, Cmp::Ge(v)),
+            _ => self.b.test(f, mask, Cmp::Eq(v)),
+        };
+        if reverse && matches!(op, RelOp::Gt | RelOp::Ge) {
+            self.not(t)
+        } else {
+            t
         }
+    }
+
+    /// An ATM or SS7 field's value: one of a list, or a relation; `encode` maps a value to its
+    /// bits in the field.
+    fn field_value(
+        &mut self,
+        f: Field,
+        mask: u32,
+        v: &ast::FieldValue,
+        encode: impl Fn(u32) -> u32,
+    ) -> NodeId {
+        match v {
+            ast::FieldValue::OneOf(vals) => {
+                let mut acc: Option<NodeId> = None;
+                for &x in vals {
+                    let t = self.ncmp(f, mask, RelOp::Eq, false, encode(x));
+                    acc = Some(match acc {
+                        None => t,
+                        Some(a) => self.or(a, t),
+                    });
+                }
+                acc.unwrap_or_else(|| self.fals())
+            }
+            &ast::FieldValue::Rel(op, x) => {
+                let (jop, reverse) = match op {
+                    RelOp::Le => (RelOp::Gt, true),
+                    RelOp::Lt => (RelOp::Ge, true),
+                    RelOp::Ne => (RelOp::Eq, true),
+                    o => (o, false),
+                };
+                self.ncmp(f, mask, jop, reverse, encode(x))
+            }
+        }
+    }
+
+    /// The raw-ATM abbreviations (`gen_atmtype_abbrev`, `gen_atmmulti_abbrev`).
+    fn atm(&mut self, kw: &'static str) -> R<NodeId> {
+        if !self.is_atm {
+            return self.err(format!("'{kw}' supported only on raw ATM"));
+        }
+        let vpi = self.field(Off::at(0), 1, 1);
+        let vci = self.field(Off::at(0), 2, 2);
+        let proto = self.field(Off::at(0), 0, 1);
+        let msg = self.field(Off::at(0), 4 + 5, 1);
+        // `vpi 0 and vci N`.
+        let circuit = |l: &mut Self, n: u32| {
+            let a = l.cmp(vpi, 0);
+            let b = l.cmp(vci, n);
+            l.and(a, b)
+        };
+        let msgs = |l: &mut Self, types: &[u32]| {
+            let mut acc: Option<NodeId> = None;
+            for &t in types {
+                let x = l.cmp(msg, t);
+                acc = Some(match acc {
+                    None => x,
+                    Some(a) => l.or(x, a),
+                });
+            }
+            acc.unwrap_or_else(|| l.fals())
+        };
+        Ok(match kw {
+            "metac" => circuit(self, 1),
+            "bcc" => circuit(self, 2),
+            "oam4sc" => circuit(self, 3),
+            "oam4ec" => circuit(self, 4),
+            "sc" => circuit(self, 5),
+            "ilmic" => circuit(self, 16),
+            "oam" | "oamf4" => {
+                let a = self.cmp(vci, 3);
+                let b = self.cmp(vci, 4);
+                let ab = self.or(a, b);
+                let p = self.cmp(vpi, 0);
+                self.and(p, ab)
+            }
+            "connectmsg" => {
+                // SETUP, CALL PROCEEDING, CONNECT, CONNECT ACK, RELEASE, RELEASE DONE.
+                let m = msgs(self, &[0x05, 0x02, 0x07, 0x0f, 0x4d, 0x5a]);
+                let c = circuit(self, 5);
+                self.and(c, m)
+            }
+            "metaconnect" => {
+                let m = msgs(self, &[0x05, 0x02, 0x07, 0x4d, 0x5a]);
+                let c = circuit(self, 1);
+                self.and(c, m)
+            }
+            _ => {
+                // `lane`: LANE traffic, whose Ethernet header follows the LE header.
+                let t = self.mcmp(proto, 0x0f, 0x01);
+                self.linktype = Lt::En10mb;
+                self.dlt = 1;
+                self.after_lane = true;
+                self.off_linkhdr = Off::at(6);
+                self.off_linktype = Some(Off::at(18));
+                self.off_linkpl = Off::at(20);
+                self.off_nl = 0;
+                self.off_nl_nosnap = 3;
+                t
+            }
+        })
+    }
+
+    /// libpcap's `gen_prevlinkhdr_check`: after `lane`, Ethernet tests first check that the
+    /// LANE packet is data, not an LE control frame (`None` elsewhere).
+    fn lane_data_check(&mut self) -> Option<NodeId> {
+        if !self.after_lane || self.geneve {
+            return None;
+        }
+        let f = self.field(Off::at(0), 4, 2);
+        let c = self.cmp(f, 0xff00);
+        Some(self.not(c))
+    }
+
+    /// SS7 offsets of the link type (li, li_hsl, sio, opc, dpc, sls), if it has them.
+    fn ss7(&self) -> Option<[u32; 6]> {
+        Some(match self.ctx.link_type.dlt() {
+            140 => [2, 4, 3, 4, 4, 7],
+            139 => [6, 8, 7, 8, 8, 11],
+            197 => [22, 24, 23, 24, 24, 27],
+            _ => return None,
+        })
+    }
+
+    /// The MTP2 abbreviations (`gen_mtp2type_abbrev`).
+    fn mtp2(&mut self, kw: &'static str) -> R<NodeId> {
+        let Some([li, li_hsl, ..]) = self.ss7() else {
+            return self.err(if kw.starts_with('h') {
+                format!("'{kw}' supported only on MTP2_HSL")
+            } else {
+                format!("'{kw}' supported only on MTP2")
+            });
+        };
+        let li = self.field(Off::at(0), li, 1);
+        let hsl = self.field(Off::at(0), li_hsl, 2);
+        Ok(match kw {
+            "fisu" => self.ncmp(li, 0x3f, RelOp::Eq, false, 0),
+            "lssu" => {
+                let b0 = self.ncmp(li, 0x3f, RelOp::Gt, true, 2);
+                let b1 = self.ncmp(li, 0x3f, RelOp::Gt, false, 0);
+                self.and(b1, b0)
+            }
+            "msu" => self.ncmp(li, 0x3f, RelOp::Gt, false, 2),
+            "hfisu" => self.ncmp(hsl, 0xff80, RelOp::Eq, false, 0),
+            "hlssu" => {
+                let b0 = self.ncmp(hsl, 0xff80, RelOp::Gt, true, 0x0100);
+                let b1 = self.ncmp(hsl, 0xff80, RelOp::Gt, false, 0);
+                self.and(b1, b0)
+            }
+            _ => self.ncmp(hsl, 0xff80, RelOp::Gt, false, 0x0100),
+        })
+    }
+
+    /// An MTP3 field (`gen_mtp3field_code`): sio, opc, dpc or sls, `hsl` three bytes further.
+    fn mtp3(&mut self, field: ast::Mtp3Field, hsl: bool, v: &ast::FieldValue) -> R<NodeId> {
+        use ast::Mtp3Field as M;
+        let (name, max) = match field {
+            M::Sio => ("sio", 255),
+            M::Opc => ("opc", 16383),
+            M::Dpc => ("dpc", 16383),
+            M::Sls => ("sls", 15),
+        };
+        let Some(o) = self.ss7() else {
+            return self.err(format!("'{name}' supported only on SS7"));
+        };
+        let values: Vec<u32> = match v {
+            ast::FieldValue::OneOf(vs) => vs.clone(),
+            &ast::FieldValue::Rel(_, x) => vec![x],
+        };
+        if let Some(&big) = values.iter().find(|&&x| x > max) {
+            return self.err(format!("{name} value {big} too big; max value = {max}"));
+        }
+        let extra = if hsl { 3 } else { 0 };
+        Ok(match field {
+            M::Sio => {
+                let f = self.field(Off::at(0), o[2] + extra, 1);
+                self.field_value(f, u32::MAX, v, |x| x)
+            }
+            M::Opc => {
+                let f = self.field(Off::at(0), o[3] + extra, 4);
+                self.field_value(f, 0x00c0_ff0f, v, |x| {
+                    ((x & 0x3c00) >> 10) + ((x & 0x03fc) << 6) + ((x & 0x3) << 22)
+                })
+            }
+            M::Dpc => {
+                let f = self.field(Off::at(0), o[4] + extra, 4);
+                self.field_value(f, 0xff3f_0000, v, |x| {
+                    ((x & 0xff) << 24) + ((x & 0x3f00) << 8)
+                })
+            }
+            M::Sls => {
+                let f = self.field(Off::at(0), o[5] + extra, 1);
+                self.field_value(f, 0xf0, v, |x| x << 4)
+            }
+        })
     }
 
     fn llc(&mut self, kind: Option<&str>) -> R<NodeId> {
@@ -2795,6 +3050,10 @@ impl<'a> Lower<'a> {
             // Token Ring, FDDI and LLC-encapsulated ATM carry an LLC header always.
             (Lt::Llc, 6 | 10 | 11) => self.tru(),
             (Lt::Wlan, _) => self.wlan_data_frame(),
+            (Lt::Sunatm, _) => {
+                let f = self.field(Off::at(0), 0, 1);
+                self.mcmp(f, 0x0f, 0x02)
+            }
             _ => {
                 return self.err(format!(
                     "'llc' not supported for {}",

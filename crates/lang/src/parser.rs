@@ -993,7 +993,7 @@ impl<'a> Parser<'a> {
             | Kw::Oam
             | Kw::Oamf4
             | Kw::Connectmsg
-            | Kw::Metaconnect => Other::Unsupported(match k {
+            | Kw::Metaconnect => Other::Atm(match k {
                 Kw::Lane => "lane",
                 Kw::Metac => "metac",
                 Kw::Bcc => "bcc",
@@ -1006,28 +1006,19 @@ impl<'a> Parser<'a> {
                 Kw::Connectmsg => "connectmsg",
                 _ => "metaconnect",
             }),
-            Kw::Vpi
-            | Kw::Vci
-            | Kw::Sio
-            | Kw::Opc
-            | Kw::Dpc
-            | Kw::Sls
-            | Kw::Hsio
-            | Kw::Hopc
-            | Kw::Hdpc
-            | Kw::Hsls => {
-                self.field_value()?;
-                Other::Unsupported(match k {
-                    Kw::Vpi => "vpi",
-                    Kw::Vci => "vci",
-                    Kw::Sio | Kw::Hsio => "sio",
-                    Kw::Opc | Kw::Hopc => "opc",
-                    Kw::Dpc | Kw::Hdpc => "dpc",
-                    _ => "sls",
-                })
+            Kw::Vpi | Kw::Vci => Other::AtmField(k == Kw::Vci, self.field_value()?),
+            Kw::Sio | Kw::Opc | Kw::Dpc | Kw::Sls | Kw::Hsio | Kw::Hopc | Kw::Hdpc | Kw::Hsls => {
+                let field = match k {
+                    Kw::Sio | Kw::Hsio => Mtp3Field::Sio,
+                    Kw::Opc | Kw::Hopc => Mtp3Field::Opc,
+                    Kw::Dpc | Kw::Hdpc => Mtp3Field::Dpc,
+                    _ => Mtp3Field::Sls,
+                };
+                let hsl = matches!(k, Kw::Hsio | Kw::Hopc | Kw::Hdpc | Kw::Hsls);
+                Other::Mtp3(field, hsl, self.field_value()?)
             }
             Kw::Fisu | Kw::Lssu | Kw::Msu | Kw::Hfisu | Kw::Hlssu | Kw::Hmsu => {
-                Other::Unsupported(match k {
+                Other::Mtp2(match k {
                     Kw::Fisu => "fisu",
                     Kw::Lssu => "lssu",
                     Kw::Msu => "msu",
@@ -1100,21 +1091,23 @@ impl<'a> Parser<'a> {
     }
 
     /// The value of an ATM or SS7 field: `N`, `relop N`, or `(N or N …)`.
-    fn field_value(&mut self) -> PResult<()> {
-        if self.peek().and_then(rel_op).is_some() {
+    fn field_value(&mut self) -> PResult<FieldValue> {
+        if let Some(op) = self.peek().and_then(rel_op) {
             self.bump();
+            return Ok(FieldValue::Rel(op, self.literal_num("field")?));
         }
+        let mut values = Vec::new();
         if self.eat(&Tok::Op(Op::LParen)) {
-            self.literal_num("field")?;
+            values.push(self.literal_num("field")?);
             while matches!(self.peek(), Some(Tok::Kw(Kw::Or))) {
                 self.bump();
-                self.literal_num("field")?;
+                values.push(self.literal_num("field")?);
             }
             self.expect(Tok::Op(Op::RParen), "')'")?;
         } else {
-            self.literal_num("field")?;
+            values.push(self.literal_num("field")?);
         }
-        Ok(())
+        Ok(FieldValue::OneOf(values))
     }
 }
 

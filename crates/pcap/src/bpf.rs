@@ -44,18 +44,23 @@ unsafe fn same_as(cached: &[Insn], pc: *const BpfInsn) -> bool {
     })
 }
 
-/// The number of instructions a program of unknown length reaches from its first (one past
-/// the highest reachable index), following both ways of each conditional jump and stopping at
-/// each `ret`, as libpcap's interpreter, which is given no length, can run them; `None` beyond
-/// [`MAX_LIBPCAP_INSNS`].
+/// Which instructions of the program at `pc` libpcap's interpreter can run, following both
+/// ways of each conditional jump and stopping at each `ret`. With `len`, the flags cover the
+/// `len` instructions (targets beyond them are left to validation, which rejects the jump);
+/// without it (`bpf_filter` is given no length), they end at the highest reachable
+/// instruction. `None` beyond [`MAX_LIBPCAP_INSNS`] or before the start.
 ///
 /// # Safety
-/// `pc` must point to a program whose reachable instructions are readable.
-unsafe fn reachable_len(pc: *const BpfInsn) -> Option<usize> {
-    let mut seen = vec![false; 64];
+/// `pc` must point to `len` instructions (or, without `len`, to a program whose reachable
+/// instructions are readable).
+unsafe fn reachable(pc: *const BpfInsn, len: Option<usize>) -> Option<Vec<bool>> {
+    let mut seen = vec![false; len.unwrap_or(64)];
     let mut stack = vec![0usize];
     let mut end = 0;
     while let Some(i) = stack.pop() {
+        if len.is_some_and(|n| i >= n) {
+            continue;
+        }
         if i >= MAX_LIBPCAP_INSNS {
             return None;
         }
@@ -85,8 +90,19 @@ unsafe fn reachable_len(pc: *const BpfInsn) -> Option<usize> {
             _ => stack.push(i + 1),
         }
     }
-    Some(end)
+    seen.truncate(len.unwrap_or(end));
+    Some(seen)
 }
+
+/// `ret #0`, put in place of the instructions that cannot run: libpcap's interpreter never
+/// looks at them, so their opcodes, jump targets and constants must not make netsift's
+/// validation refuse the program.
+const DEAD: Insn = Insn {
+    code: code::RET | code::K,
+    jt: 0,
+    jf: 0,
+    k: 0,
+};
 
 /// Runs the program at `pc` (of `len` instructions, or `None`: as far as it reaches) on one
 /// packet with netsift's interpreter, reusing the thread's cached build. 0 for a program the
@@ -98,22 +114,27 @@ unsafe fn reachable_len(pc: *const BpfInsn) -> Option<usize> {
 pub(crate) unsafe fn run(pc: *const BpfInsn, len: Option<usize>, data: &[u8], wire: u32) -> u32 {
     CACHE.with(|cell| {
         let mut cache = cell.borrow_mut();
+        // An empty cached program (one netsift could not delimit) matches nothing.
         // SAFETY: the caller's contract.
         let hit = cache.as_ref().is_some_and(|c| {
-            len.is_none_or(|n| n == c.insns.len()) && unsafe { same_as(&c.insns, pc) }
+            !c.insns.is_empty()
+                && len.is_none_or(|n| n == c.insns.len())
+                && unsafe { same_as(&c.insns, pc) }
         });
         if !hit {
             // SAFETY: the caller's contract.
-            let n = match len {
-                Some(n) => Some(n),
-                None => unsafe { reachable_len(pc) },
-            };
-            let insns: Vec<Insn> = match n {
-                // SAFETY: `n` readable instructions.
-                Some(n) => (0..n).map(|i| insn_of(unsafe { &*pc.add(i) })).collect(),
-                None => Vec::new(),
-            };
-            let program = Program::new(insns.clone());
+            let live = unsafe { reachable(pc, len) }.unwrap_or_default();
+            // SAFETY: the flags cover readable instructions (all of them below the highest
+            // reachable one, or the caller's `len`).
+            let insns: Vec<Insn> = (0..live.len())
+                .map(|i| insn_of(unsafe { &*pc.add(i) }))
+                .collect();
+            let runnable = insns
+                .iter()
+                .zip(&live)
+                .map(|(&i, &runs)| if runs { i } else { DEAD })
+                .collect();
+            let program = Program::new(runnable);
             // One packet at a time: the interpreter (building native code would cost more
             // than the runs between two programs).
             let filter = Filter::build(

@@ -204,7 +204,7 @@ pub(crate) fn open_append(
                 .iter()
                 .any(|&k| m == k || m == k.swap_bytes()) =>
             {
-                return fail(format!("not a pcap file to which we can {APPEND}"));
+                return fail("not a pcap file to which we can append".to_string());
             }
             _ => return fail("not a pcap file".to_string()),
         }

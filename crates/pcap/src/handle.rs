@@ -12,7 +12,7 @@
 //! for one packet at a time, never across the callback; the break flag is atomic, so that a
 //! signal handler may set it too.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_uint};
 use std::fmt::Write as _;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,8 +69,14 @@ pub(crate) struct Offline {
     /// The stream (for `pcap_file`), closed with the handle unless it is `stdin`, as libpcap
     /// does — also a stream given to `pcap_fopen_offline`.
     pub(crate) file: *mut libc::FILE,
-    /// The file descriptor (for `pcap_fileno`), -1 if the stream has none.
+    /// The stream's descriptor (for `pcap_get_selectable_fd`), -1 if it has none.
     pub(crate) fd: c_int,
+    /// What went through the reader (for the raw record headers of a pcap file).
+    tap: Arc<Mutex<TapState>>,
+    /// Whether a pcap file's time stamps are in nanoseconds.
+    nano_file: bool,
+    /// The length of a pcap file's record headers (24 in a Kuznetzov file, else 16).
+    record_header: usize,
 }
 
 impl Drop for Offline {
@@ -194,8 +200,9 @@ impl Pcap {
         p
     }
 
-    /// Opens a savefile (`-` is standard input) as `pcap_open_offline` does.
-    pub(crate) fn offline(path: &[u8], precision: c_int) -> Result<Pcap, String> {
+    /// Opens a savefile (`-` is standard input) as `pcap_open_offline` does, time stamps in
+    /// micro- (0) or nanoseconds (1).
+    pub(crate) fn offline(path: &[u8], precision: c_uint) -> Result<Pcap, String> {
         let name = String::from_utf8_lossy(path).into_owned();
         let file = if path == b"-" {
             // SAFETY: C's standard input.
@@ -223,24 +230,64 @@ impl Pcap {
     }
 
     /// Reads a savefile from an open C stream, from its current position
-    /// (`pcap_fopen_offline`). On success the handle owns the stream; on failure the caller
-    /// still does.
+    /// (`pcap_fopen_offline`), time stamps in micro- (0) or nanoseconds (1). On success the
+    /// handle owns the stream; on failure the caller still does.
     ///
     /// # Safety
     /// `file` must be an open stream that stays valid for the handle's life.
     pub(crate) unsafe fn from_stream(
         file: *mut libc::FILE,
-        precision: c_int,
+        precision: c_uint,
     ) -> Result<Pcap, String> {
+        let precision = match precision {
+            0 => crate::ffi::PCAP_TSTAMP_PRECISION_MICRO,
+            1 => crate::ffi::PCAP_TSTAMP_PRECISION_NANO,
+            // SAFETY: the caller's open stream.
+            _ => return Err(unsafe { unknown_precision(file, precision) }),
+        };
         // SAFETY: the caller's open stream.
         let fd = unsafe { libc::fileno(file) };
-        let input: Box<dyn Read> = Box::new(CStream(file));
-        let head = Arc::new(Mutex::new(Vec::with_capacity(24)));
-        let input: Box<dyn Read> = Box::new(HeadTap {
-            inner: input,
-            head: Arc::clone(&head),
+        let tap = Arc::new(Mutex::new(TapState {
+            keep: true,
+            ..TapState::default()
+        }));
+        let input: Box<dyn Read> = Box::new(Tap {
+            inner: Box::new(CStream(file)),
+            state: Arc::clone(&tap),
         });
-        let reader = CaptureReader::new(input).map_err(|e| open_error_text(&e))?;
+        let head_of = |t: &Arc<Mutex<TapState>>| {
+            t.lock()
+                .map(|t| (t.head.clone(), t.total))
+                .unwrap_or_default()
+        };
+        let reader = match CaptureReader::new(input) {
+            Ok(r) => r,
+            Err(e) => {
+                let (head, total) = head_of(&tap);
+                // The first section header block as libpcap checks it, then the reader's error.
+                let ng = head.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a][..]);
+                let truncated = e.kind() == ErrorKind::Truncated;
+                let ng_error = || {
+                    pcapng_header_error(&head, total, truncated).or_else(|| pcapng_block_error(&e))
+                };
+                return Err(ng
+                    .then(ng_error)
+                    .flatten()
+                    .unwrap_or_else(|| open_error_text(&e)));
+            }
+        };
+        // libpcap reads a pcapng file's blocks up to its first interface description block.
+        if matches!(reader.format(), Format::Pcapng { .. }) && reader.interfaces().is_empty() {
+            let mut reader = reader;
+            return Err(match reader.next_packet() {
+                None => "the capture file has no Interface Description Blocks",
+                Some(_) => {
+                    "the capture file has a packet block before any Interface Description Blocks"
+                }
+            }
+            .to_string());
+        }
+        let head = head_of(&tap).0;
         let mut p = Pcap::new(Kind::Dead);
         let (swapped, version) = match reader.format() {
             Format::Pcap {
@@ -252,7 +299,19 @@ impl Pcap {
                 is_swapped(byte_order),
                 (c_int::from(version_major), c_int::from(version_minor)),
             ),
-            Format::Pcapng { byte_order, .. } => (is_swapped(byte_order), (1, 0)),
+            Format::Pcapng { byte_order, .. } => {
+                // The first section header block's version (1.0 or 1.2).
+                let half = |i: usize| {
+                    head.get(i..i + 2).map_or(0, |b| match byte_order {
+                        ByteOrder::Little => u16::from_le_bytes([b[0], b[1]]),
+                        _ => u16::from_be_bytes([b[0], b[1]]),
+                    })
+                };
+                (
+                    is_swapped(byte_order),
+                    (c_int::from(half(12)), c_int::from(half(14))),
+                )
+            }
             _ => (false, (2, 4)),
         };
         let lt = reader.link_type().map(|l| l.0).unwrap_or(1);
@@ -260,8 +319,7 @@ impl Pcap {
         // A pcap file's whole link-type field, as libpcap splits it (LT_LINKTYPE and
         // LT_LINKTYPE_EXT); the reader keeps only the link type.
         if let Format::Pcap { byte_order, .. } = reader.format() {
-            let h = head.lock().map(|h| h.clone()).unwrap_or_default();
-            if let Some(b) = h.get(20..24) {
+            if let Some(b) = head.get(20..24) {
                 let b = [b[0], b[1], b[2], b[3]];
                 let network = match byte_order {
                     ByteOrder::Little => u32::from_le_bytes(b),
@@ -276,11 +334,35 @@ impl Pcap {
         let lt = netsift_capture::LinkType(names::dlt_to_linktype(p.linktype));
         p.snapshot = c_int::try_from(lt.savefile_snaplen(reader.snaplen().unwrap_or(0)))
             .unwrap_or(MAXIMUM_SNAPLEN);
+        // A Kuznetzov ("modified") pcap file of Ethernet frames: libpcap allows for the 14-byte
+        // Ethernet header its capture added after the snapshot length was applied.
+        let magic = head
+            .get(..4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+        let kuznetzov = magic.is_some_and(|m| m == 0xa1b2_cd34 || m.swap_bytes() == 0xa1b2_cd34);
+        if kuznetzov && p.linktype == 1 {
+            p.snapshot = p.snapshot.saturating_add(14);
+        }
+        let nano_file = magic.is_some_and(|m| m == 0xa1b2_3c4d || m.swap_bytes() == 0xa1b2_3c4d);
         p.swapped = swapped;
         p.version = version;
         p.precision = precision;
         p.bufsize = savefile_bufsize(&reader, p.snapshot, &head);
-        p.kind = Kind::Offline(Box::new(Offline { reader, file, fd }));
+        if let Ok(mut t) = tap.lock() {
+            // Record headers are read back from the tap for pcap files only.
+            if matches!(reader.format(), Format::Pcapng { .. }) {
+                t.keep = false;
+                t.window = Vec::new();
+            }
+        }
+        p.kind = Kind::Offline(Box::new(Offline {
+            reader,
+            file,
+            fd,
+            tap,
+            nano_file,
+            record_header: if kuznetzov { 24 } else { 16 },
+        }));
         Ok(p)
     }
 
@@ -511,19 +593,97 @@ fn header_of(precision: c_int, ts: Timestamp, caplen: u32, wire_len: u32) -> Pca
     }
 }
 
+/// What libpcap 1.10.3 reports when asked for a time stamp precision it does not know: it
+/// reads and checks the file header first (pcap: the 24 bytes and the version; pcapng: the
+/// section header block's length and byte-order magic), and only then looks at the precision.
+///
+/// # Safety
+/// `file` must be an open stream.
+unsafe fn unknown_precision(file: *mut libc::FILE, precision: c_uint) -> String {
+    const PCAP_MAGICS: [u32; 3] = [0xa1b2_c3d4, 0xa1b2_cd34, 0xa1b2_3c4d];
+    const SHB: u32 = 0x0a0d_0d0a;
+    const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+    const SHB_INSANE_MAX: u32 = 1024 * 1024;
+    // fread; the error text if the stream failed.
+    let read = |buf: &mut [u8]| -> Result<usize, String> {
+        // SAFETY: the caller's stream; `buf` is writable.
+        let n = unsafe { libc::fread(buf.as_mut_ptr().cast(), 1, buf.len(), file) };
+        // SAFETY: as above.
+        if n < buf.len() && unsafe { libc::ferror(file) } != 0 {
+            return Err(format!(
+                "error reading dump file: {}",
+                strip_os_error(&std::io::Error::last_os_error())
+            ));
+        }
+        Ok(n)
+    };
+    let check = || -> Result<(), String> {
+        let word = |b: &[u8]| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+        let mut magic = [0u8; 4];
+        let n = read(&mut magic)?;
+        if n < 4 {
+            return Err(format!(
+                "truncated dump file; tried to read 4 file header bytes, only got {n}"
+            ));
+        }
+        let m = word(&magic);
+        if PCAP_MAGICS.contains(&m) || PCAP_MAGICS.contains(&m.swap_bytes()) {
+            let swapped = !PCAP_MAGICS.contains(&m);
+            let mut rest = [0u8; 20];
+            let n = read(&mut rest)?;
+            if n < 20 {
+                return Err(format!(
+                    "truncated dump file; tried to read 24 file header bytes, only got {n}"
+                ));
+            }
+            let half = |i: usize| {
+                let v = u16::from_ne_bytes([rest[i], rest[i + 1]]);
+                if swapped { v.swap_bytes() } else { v }
+            };
+            let (major, minor) = (half(0), half(2));
+            if major < 2 {
+                return Err("archaic pcap savefile format".to_string());
+            }
+            if !((major == 2 && minor <= 4) || (major == 543 && minor == 0)) {
+                return Err(format!("unsupported pcap savefile version {major}.{minor}"));
+            }
+            return Ok(());
+        }
+        if m == SHB {
+            let (mut len, mut bom) = ([0u8; 4], [0u8; 4]);
+            if read(&mut len)? < 4 || read(&mut bom)? < 4 {
+                return Err("unknown file format".to_string());
+            }
+            let mut len = word(&len);
+            match word(&bom) {
+                BYTE_ORDER_MAGIC => {}
+                b if b.swap_bytes() == BYTE_ORDER_MAGIC => len = len.swap_bytes(),
+                _ => return Err("unknown file format".to_string()),
+            }
+            if !(28..=SHB_INSANE_MAX).contains(&len) {
+                return Err(format!(
+                    "Section Header Block in pcapng dump file has invalid length 28 < _{len}_ < \
+                     {SHB_INSANE_MAX} (BT_SHB_INSANE_MAX)"
+                ));
+            }
+            return Ok(());
+        }
+        Err("unknown file format".to_string())
+    };
+    match check() {
+        Ok(()) => format!("unknown time stamp resolution {precision}"),
+        Err(e) => e,
+    }
+}
+
 /// libpcap's first read buffer for a savefile: for pcap, the snapshot length up to 2 KiB (it
 /// grows with the packets, see [`grown_bufsize`]); for pcapng, 2 KiB or the first section
 /// header block's length if longer (libpcap 1.10.3 then reallocates for longer blocks without
 /// changing the size it reports).
-fn savefile_bufsize(
-    reader: &CaptureReader<Box<dyn Read>>,
-    snapshot: c_int,
-    head: &Mutex<Vec<u8>>,
-) -> c_int {
+fn savefile_bufsize(reader: &CaptureReader<Box<dyn Read>>, snapshot: c_int, head: &[u8]) -> c_int {
     match reader.format() {
         Format::Pcapng { byte_order, .. } => {
-            let h = head.lock().map(|h| h.clone()).unwrap_or_default();
-            let len = h.get(4..8).map_or(0, |b| {
+            let len = head.get(4..8).map_or(0, |b| {
                 let b = [b[0], b[1], b[2], b[3]];
                 match byte_order {
                     ByteOrder::Little => u32::from_le_bytes(b),
@@ -574,22 +734,115 @@ fn live_bufsize(device: &str, snapshot: c_int, immediate: bool) -> c_int {
     c_int::try_from(align(macoff + frame)).unwrap_or(c_int::MAX)
 }
 
-/// Keeps a copy of the first 24 bytes read (a pcap file header) for the fields the reader does
-/// not expose.
-struct HeadTap {
-    inner: Box<dyn Read>,
-    head: Arc<Mutex<Vec<u8>>>,
+/// What [`Tap`] saw of a savefile: its first bytes (the file header, for the fields the reader
+/// does not expose), how many bytes were read, and for a pcap file the bytes from the start of
+/// the record being read (libpcap hands out its record headers' raw time stamps).
+#[derive(Default)]
+struct TapState {
+    /// The first [`HEAD`] bytes read.
+    head: Vec<u8>,
+    /// The number of bytes read.
+    total: u64,
+    /// Whether `window` is kept (from the start; stopped for pcapng files).
+    keep: bool,
+    /// Bytes read from stream offset `base` on.
+    window: Vec<u8>,
+    base: u64,
 }
 
-impl Read for HeadTap {
+/// How many of a savefile's first bytes [`TapState`] keeps: a pcap file header, or a pcapng
+/// section header block's fixed part.
+const HEAD: usize = 24;
+
+impl TapState {
+    /// Forgets the bytes before stream offset `mark` (lazily: when they are most of the
+    /// window).
+    fn trim(&mut self, mark: u64) {
+        let dead = usize::try_from(mark.saturating_sub(self.base))
+            .unwrap_or(usize::MAX)
+            .min(self.window.len());
+        if dead >= 64 * 1024 && dead * 2 >= self.window.len() {
+            self.window.drain(..dead);
+            self.base += dead as u64;
+        }
+    }
+
+    /// The `n` bytes at stream offset `at`, if they are still kept.
+    fn bytes(&self, at: u64, n: usize) -> Option<&[u8]> {
+        let i = usize::try_from(at.checked_sub(self.base)?).ok()?;
+        self.window.get(i..i.checked_add(n)?)
+    }
+}
+
+/// A reader that shows [`TapState`] what goes through it.
+struct Tap {
+    inner: Box<dyn Read>,
+    state: Arc<Mutex<TapState>>,
+}
+
+impl Read for Tap {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if let Ok(mut h) = self.head.lock() {
-            let want = 24usize.saturating_sub(h.len()).min(n);
-            h.extend_from_slice(&buf[..want]);
+        if let Ok(mut t) = self.state.lock() {
+            let want = HEAD.saturating_sub(t.head.len()).min(n);
+            t.head.extend_from_slice(&buf[..want]);
+            t.total += n as u64;
+            if t.keep {
+                t.window.extend_from_slice(&buf[..n]);
+            }
         }
         Ok(n)
     }
+}
+
+/// libpcap's error for a pcapng file whose first section header block it cannot read, or
+/// `None` if that block is whole (later errors are the reader's): `head` is the file's first
+/// bytes, `total` how many were read before the reader failed, `truncated` whether it failed
+/// at the end of the file.
+fn pcapng_header_error(head: &[u8], total: u64, truncated: bool) -> Option<String> {
+    const BYTE_ORDER_MAGIC: u32 = 0x1a2b_3c4d;
+    const SHB_INSANE_MAX: u32 = 1024 * 1024;
+    let word = |i: usize| {
+        head.get(i..i + 4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    // The length and the byte-order magic: without them (or with a wrong magic) the file is
+    // not pcapng to libpcap, nor pcap.
+    let (Some(len), Some(bom)) = (word(4), word(8)) else {
+        return Some("unknown file format".to_string());
+    };
+    let swapped = match bom {
+        BYTE_ORDER_MAGIC => false,
+        b if b.swap_bytes() == BYTE_ORDER_MAGIC => true,
+        _ => return Some("unknown file format".to_string()),
+    };
+    let len = if swapped { len.swap_bytes() } else { len };
+    if !(28..=SHB_INSANE_MAX).contains(&len) {
+        return Some(format!(
+            "Section Header Block in pcapng dump file has invalid length 28 < _{len}_ < \
+             {SHB_INSANE_MAX} (BT_SHB_INSANE_MAX)"
+        ));
+    }
+    if truncated && total < u64::from(len) {
+        return Some(format!(
+            "truncated pcapng dump file; tried to read {} bytes, only got {}",
+            len - 12,
+            total.saturating_sub(12)
+        ));
+    }
+    let half = |i: usize| {
+        let v = head
+            .get(i..i + 2)
+            .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]]));
+        if swapped { v.swap_bytes() } else { v }
+    };
+    let (major, minor) = (half(12), half(14));
+    if !(major == 1 && (minor == 0 || minor == 2)) {
+        return Some(format!(
+            "unsupported pcapng savefile version {major}.{minor}"
+        ));
+    }
+    None
 }
 
 fn is_swapped(b: ByteOrder) -> bool {
@@ -678,8 +931,43 @@ fn numbers(s: &str) -> Vec<u64> {
         .collect()
 }
 
+/// libpcap's message for a pcapng block the reader could not read, where netsift's reader
+/// and libpcap's `read_block` fail for the same reason (a cut block, a bad length, a
+/// mismatched trailer); `None` for the others.
+fn pcapng_block_error(e: &netsift_capture::Error) -> Option<String> {
+    let d = e.detail();
+    let n = numbers(d);
+    match e.kind() {
+        // libpcap reads the 8-byte block header, then the rest of the block.
+        ErrorKind::Truncated if d.contains("block header needs 8 bytes") => Some(format!(
+            "truncated pcapng dump file; tried to read 8 bytes, only got {}",
+            n.get(1)?
+        )),
+        ErrorKind::Truncated if d.starts_with("header says ") => Some(format!(
+            "truncated pcapng dump file; tried to read {} bytes, only got {}",
+            n.first()?.checked_sub(8)?,
+            n.get(1)?.checked_sub(8)?
+        )),
+        ErrorKind::Corrupt if d.contains("does not match") => {
+            Some("block total length in header and trailer don't match".to_string())
+        }
+        ErrorKind::Corrupt if d.ends_with("is less than the minimum of 12") => Some(format!(
+            "block in pcapng dump file has a length of {} < 12",
+            n.first()?
+        )),
+        ErrorKind::Corrupt if d.ends_with("is not a multiple of 4") => Some(format!(
+            "block in pcapng dump file has a length of {} that is not a multiple of 4",
+            n.first()?
+        )),
+        _ => None,
+    }
+}
+
 /// libpcap's message for an error in the middle of a savefile.
 fn read_error_text(e: &netsift_capture::Error, pcapng: bool) -> String {
+    if pcapng && let Some(msg) = pcapng_block_error(e) {
+        return msg;
+    }
     let n = numbers(e.detail());
     match e.kind() {
         ErrorKind::Truncated if !pcapng => {
@@ -700,10 +988,61 @@ fn read_error_text(e: &netsift_capture::Error, pcapng: bool) -> String {
                 s
             }
         }
-        ErrorKind::Corrupt if pcapng && e.detail().contains("does not match") => {
-            "block total length in header and trailer don't match".to_string()
-        }
         _ => e.to_string(),
+    }
+}
+
+/// A pcap record header as libpcap reads it: the time stamp's two signed 32-bit fields as they
+/// are (libpcap neither normalises a fraction of a second or more nor widens the seconds
+/// unsigned), and the lengths, exchanged where the file's version says they are (before 2.3;
+/// 2.3 when the captured length is the larger; 543.0).
+struct RawRecord {
+    sec: i32,
+    frac: i32,
+    caplen: u32,
+    len: u32,
+}
+
+impl RawRecord {
+    fn new(b: &[u8], order: ByteOrder, version: (c_int, c_int)) -> RawRecord {
+        let w = |i: usize| {
+            let b = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+            match order {
+                ByteOrder::Little => u32::from_le_bytes(b),
+                _ => u32::from_be_bytes(b),
+            }
+        };
+        let (mut caplen, mut len) = (w(8), w(12));
+        let swapped = match version {
+            (2, minor) if minor < 3 => true,
+            (2, 3) => caplen > len,
+            (543, 0) => true,
+            _ => false,
+        };
+        if swapped {
+            std::mem::swap(&mut caplen, &mut len);
+        }
+        RawRecord {
+            sec: w(0) as i32,
+            frac: w(4) as i32,
+            caplen,
+            len,
+        }
+    }
+
+    /// The time stamp at the handle's precision, scaled as libpcap scales it (in `long`,
+    /// dividing towards zero).
+    fn timeval(&self, nano_file: bool, precision: c_int) -> Timeval {
+        let frac = libc::suseconds_t::from(self.frac);
+        let nano = precision == PCAP_TSTAMP_PRECISION_NANO;
+        Timeval {
+            tv_sec: libc::time_t::from(self.sec),
+            tv_usec: match (nano_file, nano) {
+                (false, true) => frac * 1000,
+                (true, false) => frac / 1000,
+                _ => frac,
+            },
+        }
     }
 }
 
@@ -735,35 +1074,101 @@ unsafe fn offline_step(
         };
         let pcapng = matches!(off.reader.format(), Format::Pcapng { .. });
         let (precision, linktype, snapshot) = (this.precision, this.linktype, this.snapshot);
-        let packet = match off.reader.next_packet() {
+        let order = match off.reader.format() {
+            Format::Pcap { byte_order, .. } => Some(byte_order),
+            _ => None,
+        };
+        // A pcap record's header is read back from the tap: libpcap checks and reports its
+        // lengths before it reads the data, and hands out its time stamp as it is.
+        let mark = off.reader.position();
+        if order.is_some()
+            && let Ok(mut t) = off.tap.lock()
+        {
+            t.trim(mark);
+        }
+        let result = off.reader.next_packet();
+        let raw = order.and_then(|o| {
+            let t = off.tap.lock().ok()?;
+            t.bytes(mark, off.record_header)
+                .map(|b| RawRecord::new(b, o, this.version))
+        });
+        let max = names::max_snaplen_for_dlt(linktype);
+        let snap = snapshot.unsigned_abs();
+        let too_long = |caplen: u32| {
+            (caplen > max).then(|| {
+                if caplen > snap {
+                    format!(
+                        "invalid packet capture length {caplen}, bigger than snaplen of {snapshot}"
+                    )
+                } else {
+                    format!("invalid packet capture length {caplen}, bigger than maximum of {max}")
+                }
+            })
+        };
+        let packet = match result {
             None => return Step::Eof,
             Some(Err(e)) => {
-                let msg = read_error_text(&e, pcapng);
+                let msg = match &raw {
+                    // The header was read: its length is checked, the buffer grown, then the
+                    // data read.
+                    Some(r) => too_long(r.caplen).unwrap_or_else(|| {
+                        this.bufsize = grown_bufsize(this.bufsize, r.caplen, snapshot);
+                        match e.kind() {
+                            ErrorKind::Truncated => {
+                                let got = numbers(e.detail()).get(1).copied().unwrap_or(0);
+                                // Past the snapshot length libpcap reads the snapshot's
+                                // bytes, then skips the rest.
+                                let want = if r.caplen > snap && got < u64::from(snap) {
+                                    snap
+                                } else {
+                                    r.caplen
+                                };
+                                format!(
+                                    "truncated dump file; tried to read {want} captured bytes, \
+                                     only got {got}"
+                                )
+                            }
+                            _ => read_error_text(&e, pcapng),
+                        }
+                    }),
+                    None => read_error_text(&e, pcapng),
+                };
                 write_errbuf(&mut this.errbuf, &msg);
                 return Step::Error;
             }
             Some(Ok(pk)) => pk,
         };
-        let mut caplen = u32::try_from(packet.data.len()).unwrap_or(u32::MAX);
-        if !pcapng {
-            this.bufsize = grown_bufsize(this.bufsize, caplen, snapshot);
-        }
-        let max = names::max_snaplen_for_dlt(linktype);
-        if caplen > max {
-            let msg =
-                format!("invalid packet capture length {caplen}, bigger than maximum of {max}");
+        let kept = u32::try_from(packet.data.len()).unwrap_or(u32::MAX);
+        let caplen = raw.as_ref().map_or(kept, |r| r.caplen);
+        // A pcapng packet longer than the snapshot length is an error to libpcap (the reader
+        // has cut simple packet blocks to it already, as libpcap does).
+        let invalid = if pcapng {
+            (caplen > snap).then(|| {
+                format!("invalid packet capture length {caplen}, bigger than snaplen of {snapshot}")
+            })
+        } else {
+            too_long(caplen)
+        };
+        if let Some(msg) = invalid {
             write_errbuf(&mut this.errbuf, &msg);
             return Step::Error;
         }
-        let snap = snapshot.unsigned_abs();
-        caplen = caplen.min(snap);
+        if !pcapng {
+            this.bufsize = grown_bufsize(this.bufsize, caplen, snapshot);
+        }
+        let caplen = caplen.min(snap).min(kept);
         if let Some(f) = &mut this.filter {
             let keep = f.run(&packet.data[..caplen as usize], packet.wire_len);
             if keep == 0 {
                 return Step::Packet(false);
             }
         }
-        (header(precision, &packet, caplen), data_ptr(packet.data))
+        let mut hdr = header(precision, &packet, caplen);
+        if let Some(r) = &raw {
+            hdr.ts = r.timeval(off.nano_file, precision);
+            hdr.len = r.len;
+        }
+        (hdr, data_ptr(packet.data))
     };
     deliver(p, &hdr, data);
     Step::Packet(true)

@@ -274,17 +274,8 @@ pub unsafe extern "C" fn pcap_open_offline_with_tstamp_precision(
             unsafe { put_err(errbuf, "A null pointer was supplied as the file name") };
             return ptr::null_mut();
         };
-        let prec = match precision {
-            0 => PCAP_TSTAMP_PRECISION_MICRO,
-            1 => PCAP_TSTAMP_PRECISION_NANO,
-            _ => {
-                let msg = format!("unknown time stamp resolution {precision}");
-                // SAFETY: as above.
-                unsafe { put_err(errbuf, &msg) };
-                return ptr::null_mut();
-            }
-        };
-        match Pcap::offline(path, prec) {
+        // An unknown precision is reported after the file's header is checked, as in libpcap.
+        match Pcap::offline(path, precision) {
             Ok(p) => into_c(p),
             Err(msg) => {
                 // SAFETY: as above.
@@ -323,18 +314,9 @@ pub unsafe extern "C" fn pcap_fopen_offline_with_tstamp_precision(
             };
             return ptr::null_mut();
         }
-        let prec = match precision {
-            0 => PCAP_TSTAMP_PRECISION_MICRO,
-            1 => PCAP_TSTAMP_PRECISION_NANO,
-            _ => {
-                let msg = format!("unknown time stamp resolution {precision}");
-                // SAFETY: as above.
-                unsafe { put_err(errbuf, &msg) };
-                return ptr::null_mut();
-            }
-        };
-        // SAFETY: the caller's open stream, owned by the handle from here on success.
-        match unsafe { Pcap::from_stream(fp, prec) } {
+        // SAFETY: the caller's open stream, owned by the handle from here on success. An
+        // unknown precision is reported after the file's header is checked, as in libpcap.
+        match unsafe { Pcap::from_stream(fp, precision) } {
             Ok(p) => into_c(p),
             Err(msg) => {
                 // SAFETY: as above.
@@ -1155,28 +1137,40 @@ pub unsafe extern "C" fn pcap_get_required_select_timeout(p: *mut Pcap) -> *cons
     })
 }
 
-/// `int pcap_fileno(pcap_t *p)`: the descriptor of the savefile or capture socket (-1 if none,
-/// as for a capture through `netsiftd`: its packets arrive in shared memory, with no descriptor
-/// to wait on).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn pcap_fileno(p: *mut Pcap) -> c_int {
+/// The handle's `(pcap_fileno, pcap_get_selectable_fd)`. As in libpcap 1.10.3, a savefile has
+/// no `fd` (-1) but its stream's descriptor is selectable; a capture through `netsiftd` has
+/// neither (its packets arrive in shared memory, with no descriptor to wait on).
+///
+/// # Safety
+/// `p` must be a handle or null.
+unsafe fn descriptors(p: *mut Pcap) -> (c_int, c_int) {
     use std::os::fd::{AsFd, AsRawFd};
-    guard!(PCAP_ERROR, {
-        // SAFETY: a handle or null.
-        match unsafe { handle(p) }.map(|h| &h.kind) {
-            Some(Kind::Offline(o)) => o.fd,
-            Some(Kind::Live(l)) => l.src.as_fd().as_raw_fd(),
-            Some(Kind::Daemon(_)) => -1,
-            _ => PCAP_ERROR,
+    // SAFETY: the caller's contract.
+    match unsafe { handle(p) }.map(|h| &h.kind) {
+        Some(Kind::Offline(o)) => (-1, o.fd),
+        Some(Kind::Live(l)) => {
+            let fd = l.src.as_fd().as_raw_fd();
+            (fd, fd)
         }
-    })
+        _ => (-1, -1),
+    }
 }
 
-/// `int pcap_get_selectable_fd(pcap_t *p)`: as `pcap_fileno`.
+/// `int pcap_fileno(pcap_t *p)`: the descriptor of the capture socket; -1 for a savefile (as
+/// in libpcap: see `pcap_get_selectable_fd`) and for a capture through `netsiftd`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn pcap_fileno(p: *mut Pcap) -> c_int {
+    // SAFETY: a handle or null.
+    guard!(PCAP_ERROR, unsafe { descriptors(p) }.0)
+}
+
+/// `int pcap_get_selectable_fd(pcap_t *p)`: the descriptor to `select` on: the capture socket,
+/// or the savefile stream's descriptor (-1 for a stream without one, such as `fmemopen`'s, and
+/// for a capture through `netsiftd`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pcap_get_selectable_fd(p: *mut Pcap) -> c_int {
-    // SAFETY: forwarded.
-    unsafe { pcap_fileno(p) }
+    // SAFETY: a handle or null.
+    guard!(PCAP_ERROR, unsafe { descriptors(p) }.1)
 }
 
 /// `int pcap_stats(pcap_t *p, struct pcap_stat *ps)`: packets received and dropped by a live
@@ -1545,15 +1539,23 @@ pub unsafe extern "C" fn pcap_sendpacket(p: *mut Pcap, buf: *const u8, size: c_i
 // Writing savefiles
 // ---------------------------------------------------------------------------------------------
 
-/// Makes a dumper for handle `h` writing to `out`.
-fn new_dumper(h: &mut Pcap, out: dump::Out, what: &str, base: u64) -> *mut Dumper {
-    if matches!(h.kind, Kind::Created) {
-        h.set_err(&format!(
-            "{what}: not-yet-activated pcap_t passed to pcap_dump_open"
-        ));
-        return ptr::null_mut();
+/// The link type a dumper of handle `h` writes (with the handle's extension bits), or libpcap's
+/// error for a DLT that has no LINKTYPE value (`what` is the file name or "stream").
+fn dump_linktype(h: &mut Pcap, what: &str) -> Option<u32> {
+    match names::savefile_linktype(h.linktype) {
+        Some(lt) => Some(lt | h.linktype_ext),
+        None => {
+            h.set_err(&format!(
+                "{what}: link-layer type {} isn't supported in savefiles",
+                h.linktype
+            ));
+            None
+        }
     }
-    let lt = names::dlt_to_linktype(h.linktype) | h.linktype_ext;
+}
+
+/// Makes a dumper for handle `h` writing link type `lt` to `out`.
+fn new_dumper(h: &mut Pcap, out: dump::Out, lt: u32, what: &str, base: u64) -> *mut Dumper {
     match Dumper::new(out, lt, h.snapshot.unsigned_abs(), h.precision, base, true) {
         Ok(d) => Box::into_raw(Box::new(d)),
         Err(msg) => {
@@ -1573,11 +1575,10 @@ pub unsafe extern "C" fn pcap_dump_open(p: *mut Pcap, fname: *const c_char) -> *
             return ptr::null_mut();
         };
         // SAFETY: a C string or null.
-        let Some(name) = (unsafe { cbytes(fname) }) else {
-            h.set_err("A null pointer was supplied as the file name");
-            return ptr::null_mut();
-        };
-        let shown = String::from_utf8_lossy(name).into_owned();
+        let name = unsafe { cbytes(fname) };
+        // libpcap's order: activation, link type, then the name (a null one is printed
+        // "(null)" in the errors before that).
+        let shown = String::from_utf8_lossy(name.unwrap_or(b"(null)")).into_owned();
         if matches!(h.kind, Kind::Created) {
             // Before the file is made, as in libpcap.
             h.set_err(&format!(
@@ -1585,17 +1586,23 @@ pub unsafe extern "C" fn pcap_dump_open(p: *mut Pcap, fname: *const c_char) -> *
             ));
             return ptr::null_mut();
         }
-        let stream = if name == b"-" {
-            // SAFETY: C's standard output (libpcap writes "-" there too).
-            unsafe { stdout }
-        } else {
-            let Ok(cname) = std::ffi::CString::new(name) else {
-                h.set_err(&format!("{shown}: invalid file name"));
-                return ptr::null_mut();
-            };
-            // SAFETY: fopen of a NUL-terminated name.
-            unsafe { libc::fopen(cname.as_ptr(), c"wb".as_ptr()) }
+        let Some(lt) = dump_linktype(h, &shown) else {
+            return ptr::null_mut();
         };
+        let Some(name) = name else {
+            h.set_err("A null pointer was supplied as the file name");
+            return ptr::null_mut();
+        };
+        if name == b"-" {
+            // SAFETY: C's standard output (libpcap writes "-" there too).
+            return new_dumper(h, dump::Out(unsafe { stdout }), lt, "standard output", 0);
+        }
+        let Ok(cname) = std::ffi::CString::new(name) else {
+            h.set_err(&format!("{shown}: invalid file name"));
+            return ptr::null_mut();
+        };
+        // SAFETY: fopen of a NUL-terminated name.
+        let stream = unsafe { libc::fopen(cname.as_ptr(), c"wb".as_ptr()) };
         if stream.is_null() {
             let e = std::io::Error::last_os_error().to_string();
             let e = e.split(" (os error").next().unwrap_or("");
@@ -1603,7 +1610,7 @@ pub unsafe extern "C" fn pcap_dump_open(p: *mut Pcap, fname: *const c_char) -> *
             return ptr::null_mut();
         }
         let out = dump::Out(stream);
-        new_dumper(h, out, &shown, 0)
+        new_dumper(h, out, lt, &shown, 0)
     })
 }
 
@@ -1620,24 +1627,24 @@ pub unsafe extern "C" fn pcap_dump_open_append(p: *mut Pcap, fname: *const c_cha
         // SAFETY: a C string or null.
         let name = unsafe { cbytes(fname) };
         let shown = String::from_utf8_lossy(name.unwrap_or(b"(null)")).into_owned();
-        let lt = names::dlt_to_linktype(h.linktype);
-        if i32::try_from(lt).is_err() {
+        // libpcap prints the value dlt_to_linktype returned: always -1 here.
+        let Some(lt) = names::savefile_linktype(h.linktype) else {
             h.set_err(&format!(
                 "{shown}: link-layer type -1 isn't supported in savefiles"
             ));
             return ptr::null_mut();
-        }
+        };
         let Some(name) = name else {
             h.set_err("A null pointer was supplied as the file name");
             return ptr::null_mut();
         };
         if name == b"-" {
-            // SAFETY: C's standard output.
-            return new_dumper(h, dump::Out(unsafe { stdout }), "standard output", 0);
+            // SAFETY: C's standard output. No activation check here, as in libpcap.
+            return new_dumper(h, dump::Out(unsafe { stdout }), lt, "standard output", 0);
         }
         match dump::open_append(name, lt, h.snapshot, h.precision) {
             Ok((out, base, header)) => {
-                let lt = lt | h.linktype_ext;
+                // libpcap checks and writes the link type without its extension bits here.
                 let snap = h.snapshot.unsigned_abs();
                 match Dumper::new(out, lt, snap, h.precision, base, header) {
                     Ok(d) => Box::into_raw(Box::new(d)),
@@ -1668,9 +1675,16 @@ pub unsafe extern "C" fn pcap_dump_fopen(p: *mut Pcap, fp: *mut libc::FILE) -> *
             h.set_err("A null pointer was supplied as the stream");
             return ptr::null_mut();
         }
+        if matches!(h.kind, Kind::Created) {
+            h.set_err("stream: not-yet-activated pcap_t passed to pcap_dump_open");
+            return ptr::null_mut();
+        }
+        let Some(lt) = dump_linktype(h, "stream") else {
+            return ptr::null_mut();
+        };
         // SAFETY: an open stream.
         let base = u64::try_from(unsafe { libc::ftello(fp) }).unwrap_or(0);
-        new_dumper(h, dump::Out(fp), "stream", base)
+        new_dumper(h, dump::Out(fp), lt, "stream", base)
     })
 }
 

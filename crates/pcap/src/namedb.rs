@@ -69,9 +69,18 @@ pub static eproto_db: EprotoDb = {
 };
 
 /// `pcap_version`, which libpcap exports: the version of libpcap whose interface this library
-/// implements.
+/// implements. Writable data (`char pcap_version[]` in C, a `D` symbol), as in libpcap: a
+/// `static` would be read-only, and a program writing to it would fault.
 #[unsafe(no_mangle)]
-pub static pcap_version: [u8; 7] = *b"1.10.3\0";
+pub static mut pcap_version: [c_char; 7] = [
+    b'1' as c_char,
+    b'.' as c_char,
+    b'1' as c_char,
+    b'0' as c_char,
+    b'.' as c_char,
+    b'3' as c_char,
+    0,
+];
 
 /// The name as text, or `None` for a null pointer or bytes that are not UTF-8 (no table holds
 /// such a name).
@@ -220,7 +229,8 @@ pub unsafe extern "C" fn pcap_nametoportrange(
 fn scan_two_ints(s: &[u8]) -> Option<(c_int, c_int)> {
     fn int(s: &[u8]) -> Option<(c_int, &[u8])> {
         let mut i = 0;
-        while i < s.len() && s[i].is_ascii_whitespace() {
+        // C's isspace: also the vertical tab, which Rust's is_ascii_whitespace leaves out.
+        while i < s.len() && (s[i].is_ascii_whitespace() || s[i] == 0x0b) {
             i += 1;
         }
         let neg = match s.get(i) {
@@ -235,16 +245,30 @@ fn scan_two_ints(s: &[u8]) -> Option<(c_int, c_int)> {
             _ => false,
         };
         let start = i;
-        let mut v: i64 = 0;
+        // The magnitude, up to 2^63 (beyond it strtol clamps).
+        let mut m: u64 = 0;
+        let mut overflow = false;
         while i < s.len() && s[i].is_ascii_digit() {
-            v = v.saturating_mul(10).saturating_add(i64::from(s[i] - b'0'));
+            match m
+                .checked_mul(10)
+                .and_then(|m| m.checked_add(u64::from(s[i] - b'0')))
+            {
+                Some(v) => m = v,
+                None => overflow = true,
+            }
             i += 1;
         }
         if i == start {
             return None;
         }
-        // glibc converts with strtol (long) and stores into int: the low 32 bits.
-        let v = if neg { v.saturating_neg() } else { v };
+        // glibc converts with strtol (a 64-bit long, clamped to LONG_MIN..=LONG_MAX on
+        // overflow) and stores into int: the low 32 bits.
+        let v: i64 = match (neg, overflow) {
+            (false, true) => i64::MAX,
+            (true, true) => i64::MIN,
+            (false, false) => i64::try_from(m).unwrap_or(i64::MAX),
+            (true, false) => 0i64.checked_sub_unsigned(m).unwrap_or(i64::MIN),
+        };
         Some((v as c_int, &s[i..]))
     }
     let (a, rest) = int(s)?;
@@ -438,9 +462,10 @@ unsafe fn next_etherent(fp: *mut libc::FILE, e: &mut PcapEtherent) -> Option<()>
         let c = unsafe { libc::fgetc(fp) };
         u8::try_from(c).ok()
     };
+    // libpcap's skip_space: blanks, tabs and carriage returns.
     let skip_space = || loop {
         match getc() {
-            Some(b' ' | b'\t') => {}
+            Some(b' ' | b'\t' | b'\r') => {}
             other => return other,
         }
     };
@@ -475,7 +500,7 @@ unsafe fn next_etherent(fp: *mut libc::FILE, e: &mut PcapEtherent) -> Option<()>
             }
             c = getc()?;
         }
-        if !matches!(c, b' ' | b'\t' | b'\n') {
+        if !matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
             skip_line()?;
             continue;
         }
@@ -494,7 +519,8 @@ unsafe fn next_etherent(fp: *mut libc::FILE, e: &mut PcapEtherent) -> Option<()>
             n += 1;
             c = getc()?;
             room -= 1;
-            if matches!(c, b' ' | b'\t' | b'#' | b'\n') || room == 0 {
+            // A '#' does not end the name (libpcap reads `name#x` as one name).
+            if matches!(c, b' ' | b'\t' | b'\r' | b'\n') || room == 0 {
                 break;
             }
         }
@@ -543,5 +569,10 @@ mod tests {
         assert_eq!(scan_two_ints(b"-5-3"), Some((-5, 3)));
         assert_eq!(scan_two_ints(b"1 -2"), None);
         assert_eq!(scan_two_ints(b"ssh-ftp"), None);
+        assert_eq!(scan_two_ints(b"\x0b5-6"), Some((5, 6)));
+        // strtol clamps to LONG_MIN and LONG_MAX; int keeps the low 32 bits.
+        assert_eq!(scan_two_ints(b"-99999999999999999999-1"), Some((0, 1)));
+        assert_eq!(scan_two_ints(b"99999999999999999999-1"), Some((-1, 1)));
+        assert_eq!(scan_two_ints(b"2147483648-1"), Some((i32::MIN, 1)));
     }
 }

@@ -339,6 +339,18 @@ pub(crate) fn dlt_to_linktype(dlt: i32) -> u32 {
     u32::try_from(dlt).map_or(0, |d| netsift_capture::LinkType::from_dlt(d).0)
 }
 
+/// libpcap 1.10.3's `dlt_to_linktype` exactly: the LINKTYPE value for a DLT, or `None` (-1 in
+/// libpcap: "isn't supported in savefiles") for a DLT that has none — such as the BSD-only
+/// DLTs 13, 14, 17 and 18, and anything outside libpcap's table and the matching range
+/// 104–289.
+pub(crate) fn savefile_linktype(dlt: i32) -> Option<u32> {
+    match dlt {
+        0..=10 | 50 | 51 | 99 | 104..=289 => u32::try_from(dlt).ok(),
+        11 | 12 | 15 | 16 | 19 => Some(dlt_to_linktype(dlt)),
+        _ => None,
+    }
+}
+
 /// libpcap's `max_snaplen_for_dlt`: the largest snapshot length it accepts for a link type.
 pub(crate) fn max_snaplen_for_dlt(dlt: i32) -> u32 {
     netsift_capture::LinkType(dlt_to_linktype(dlt)).max_snaplen()
@@ -347,6 +359,26 @@ pub(crate) fn max_snaplen_for_dlt(dlt: i32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// netsift's own link-type table (in `netsift-wire`, used by the command line and the
+    /// compiler) names and describes every DLT as libpcap 1.10.3 does.
+    #[test]
+    fn the_wire_table_agrees() {
+        for &(v, name, desc) in DLTS {
+            let lt = netsift_capture::LinkType::from_dlt(v as u32);
+            assert_eq!(lt.name(), Some(trim_str(name)), "DLT {v}");
+            assert_eq!(lt.description(), Some(trim_str(desc)), "DLT {v}");
+            assert_eq!(
+                netsift_capture::LinkType::from_name(trim_str(name)),
+                Some(lt),
+                "{name}"
+            );
+        }
+    }
+
+    fn trim_str(s: &str) -> &str {
+        s.strip_suffix('\0').unwrap_or(s)
+    }
 
     #[test]
     fn lookups() {
@@ -359,5 +391,10 @@ mod tests {
         assert_eq!(linktype_to_dlt(101), 12);
         assert_eq!(dlt_to_linktype(12), 101);
         assert_eq!(linktype_to_dlt(1), 1);
+        assert_eq!(savefile_linktype(12), Some(101));
+        assert_eq!(savefile_linktype(14), None);
+        assert_eq!(savefile_linktype(101), None);
+        assert_eq!(savefile_linktype(289), Some(289));
+        assert_eq!(savefile_linktype(-1), None);
     }
 }

@@ -91,7 +91,9 @@ fn offline_metadata_and_loop() {
         assert_eq!(pcap_snapshot(p), 1500);
         assert_eq!(pcap_is_swapped(p), 0);
         assert_eq!((pcap_major_version(p), pcap_minor_version(p)), (2, 4));
-        assert!(pcap_fileno(p) >= 0);
+        // As in libpcap 1.10.3: a savefile has no fd; its stream's descriptor is selectable.
+        assert_eq!(pcap_fileno(p), -1);
+        assert!(pcap_get_selectable_fd(p) >= 0);
         let mut seen: Vec<PcapPkthdr> = Vec::new();
         let r = pcap_loop(p, -1, Some(count_cb), ptr::from_mut(&mut seen).cast());
         assert_eq!(r, 0);

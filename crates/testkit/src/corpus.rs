@@ -9,7 +9,7 @@ use crate::{data, oracle};
 
 /// The link types netsift's compiler supports, by libpcap name: every expression libpcap
 /// compiles for them compiles, with libpcap's verdicts.
-pub const LINK_TYPES: [&str; 39] = [
+pub const LINK_TYPES: [&str; 44] = [
     "EN10MB",
     "RAW",
     "LINUX_SLL",
@@ -49,6 +49,11 @@ pub const LINK_TYPES: [&str; 39] = [
     "NETANALYZER",
     "NETANALYZER_TRANSPARENT",
     "BACNET_MS_TP",
+    "SUNATM",
+    "MTP2",
+    "MTP2_WITH_PHDR",
+    "DSA_TAG_BRCM",
+    "DSA_TAG_DSA",
 ];
 
 /// [`LINK_TYPES`], or those of them named in `NETSIFT_CORPUS_DLT` (comma-separated; for
@@ -92,9 +97,8 @@ pub fn packets_by_dlt() -> BTreeMap<i32, Vec<(Vec<u8>, u32)>> {
             continue;
         };
         let have = by_dlt.get(&dlt).map_or(0, Vec::len);
-        if have < SYNTHESIZED
-            && let Some(made) = synthesize(dlt, &ethernet, SYNTHESIZED - have)
-        {
+        if have < SYNTHESIZED {
+            let made = synthesize(dlt, &ethernet, SYNTHESIZED - have);
             by_dlt.entry(dlt).or_default().extend(made);
         }
     }
@@ -188,9 +192,9 @@ fn wlan(dlt: i32, i: usize, dst: &[u8], src: &[u8], llc: &[u8]) -> Vec<u8> {
 /// LLC/SNAP header where the link type carries one, PPP protocol numbers for PPP, the address
 /// family for ENC, an NLPID for Frame Relay, …), with the header's other bytes varied (SLIP's
 /// direction byte, the Juniper flags) and every seventh packet cut short, so that filters
-/// meet both their expected and their unexpected cases. `None` for a link type it does not
-/// know how to build.
-pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Packets> {
+/// meet both their expected and their unexpected cases. A link type it has no header for gets
+/// the Ethernet frames as they are (its link-independent filters still have packets).
+pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Packets {
     fn ppp(et: u16) -> u16 {
         match et {
             0x0800 => 0x0021,
@@ -201,13 +205,6 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
             0x8137 => 0x002b,
             other => other,
         }
-    }
-    let known = [
-        6, 7, 8, 9, 10, 11, 15, 16, 19, 50, 51, 99, 104, 105, 107, 109, 114, 117, 119, 122, 127,
-        129, 134, 138, 163, 165, 166, 192, 226, 240, 241,
-    ];
-    if !known.contains(&dlt) {
-        return None;
     }
     let mut out = Vec::with_capacity(n);
     for (i, (f, _)) in ethernet.iter().filter(|(f, _)| f.len() >= 14).enumerate() {
@@ -241,7 +238,7 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
             ]
             .concat(),
             16 => {
-                let mut h = vec![0u8; 24];
+                let mut h = [0u8; 24];
                 let t = match (et, i % 4) {
                     (0x0800, 1) => 0x002d,
                     (0x0800, 2) => 0x002f,
@@ -285,7 +282,7 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
             }
             134 => [&[b'M', b'G', b'C', (i % 2) as u8][..], payload].concat(),
             99 => {
-                let mut h = vec![0u8; 44];
+                let mut h = [0u8; 44];
                 h[6..8].copy_from_slice(&et.to_be_bytes());
                 [&h[..], payload].concat()
             }
@@ -312,7 +309,7 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
                 [&h[..], payload].concat()
             }
             226 => {
-                let mut h = vec![0u8; 24];
+                let mut h = [0u8; 24];
                 h[0] = 2;
                 h[1] = match (et, i % 5) {
                     (_, 4) => 10,
@@ -337,6 +334,53 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
                 };
                 [pre, &[(i % 8) as u8, 0x01, 0x02, 0, 0, 0][..], payload].concat()
             }
+            123 => {
+                // Direction and protocol (LANE, LLC, ILMI…), VPI, VCI; for LANE the LE header
+                // (0xff00 marks a control frame) and an Ethernet frame; else LLC.
+                let proto = [0x02u8, 0x01, 0x05, 0x02, 0x01, 0x06][i % 6];
+                let vpi = [0u8, 1, 2, 0][(i / 6) % 4];
+                let vci = [1u16, 2, 3, 4, 5, 16, 32, 5][(i / 3) % 8];
+                let mut h = vec![proto | if i % 5 == 0 { 0x80 } else { 0 }, vpi];
+                h.extend_from_slice(&vci.to_be_bytes());
+                if proto == 0x01 {
+                    let le: &[u8] = if i % 7 == 0 {
+                        &[0xff, 0x00]
+                    } else {
+                        &[0x00, 0x01]
+                    };
+                    [&h[..], le, f].concat()
+                } else if i % 4 == 3 {
+                    // A signalling message: protocol discriminator, call reference, type.
+                    let t = [0x05u8, 0x02, 0x07, 0x0f, 0x4d, 0x5a, 0x11][(i / 4) % 7];
+                    [
+                        &h[..],
+                        &[0x09, 0x03, 0x00, 0x00, 0x01, t, 0x80, 0x00][..],
+                        payload,
+                    ]
+                    .concat()
+                } else {
+                    [&h[..], &llc[..]].concat()
+                }
+            }
+            139 | 140 => {
+                // MTP2: BSN/FSN, then the length indicator (FISU 0, LSSU 1-2, MSU >2), SIO,
+                // and the routing label (DPC, OPC, SLS).
+                let li = [0u8, 1, 2, 3, 20, 63, 0x40 | 5][i % 7];
+                let mut h = vec![
+                    (i % 128) as u8,
+                    0x80,
+                    li,
+                    [0x03u8, 0x83, 0x05, 0xff][(i / 7) % 4],
+                ];
+                h.extend_from_slice(&((i as u32).wrapping_mul(0x9e37_79b9)).to_be_bytes());
+                h.extend_from_slice(&[(i % 16) as u8 * 0x11, 0, 0, 0]);
+                let p = [&h[..], payload].concat();
+                if dlt == 139 {
+                    [&[0u8, 0, 0, 1][..], &p].concat()
+                } else {
+                    p
+                }
+            }
             7 | 129 => {
                 let t = match (et, i % 2) {
                     (0x0800, 0) => 0xd4,
@@ -357,7 +401,42 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
                 };
                 [&h[..], payload].concat()
             }
-            _ => return None,
+            0 | 108 => {
+                let af: u32 = match (et, i % 4) {
+                    (0x0800, _) => 2,
+                    (0x86dd, 0) => 10,
+                    (0x86dd, 1) => 24,
+                    (0x86dd, 2) => 28,
+                    (0x86dd, _) => 30,
+                    _ => (i % 32) as u32,
+                };
+                let af = if dlt == 0 {
+                    af.to_ne_bytes()
+                } else {
+                    af.to_be_bytes()
+                };
+                [&af[..], payload].concat()
+            }
+            12 | 228 | 229 => payload.to_vec(),
+            113 => {
+                let mut h = vec![0u8, (i % 5) as u8, 0, 1, 0, 6];
+                h.extend_from_slice(src);
+                h.extend_from_slice(&[0, 0]);
+                let t = if et <= 1500 { 4 } else { et };
+                h.extend_from_slice(&t.to_be_bytes());
+                [&h[..], payload].concat()
+            }
+            276 => {
+                let t = if et <= 1500 { 4 } else { et };
+                let mut h = t.to_be_bytes().to_vec();
+                h.extend_from_slice(&[0, 0]);
+                h.extend_from_slice(&((i % 4) as u32).to_be_bytes());
+                h.extend_from_slice(&[0, 1, (i % 5) as u8, 6]);
+                h.extend_from_slice(src);
+                h.extend_from_slice(&[0, 0]);
+                [&h[..], payload].concat()
+            }
+            _ => f.to_vec(),
         };
         if i % 7 == 6 {
             p.truncate(p.len() / 2);
@@ -365,7 +444,7 @@ pub fn synthesize(dlt: i32, ethernet: &[(Vec<u8>, u32)], n: usize) -> Option<Pac
         let wire = p.len() as u32 + if i % 11 == 10 { 100 } else { 0 };
         out.push((p, wire));
     }
-    Some(out)
+    out
 }
 
 /// For each libpcap DLT value, how many shared captures have it and their packets (bytes, wire
