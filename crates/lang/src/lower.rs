@@ -109,8 +109,8 @@ enum Lt {
     Slip,
     Ltalk,
     Frelay,
-    /// The Juniper link types whose offsets libpcap sets (MFR, MLFR, MLPPP, PPP, CHDLC,
-    /// FRELAY): every link-layer protocol test is the Juniper magic number.
+    /// The Juniper link types: every link-layer protocol test is the Juniper magic number
+    /// (offsets as libpcap sets them, unset ones wrapping around).
     Juniper,
     /// 802.11, alone or after a radiotap, Prism, AVS or PPI header: variable offsets (see
     /// [`Special::LinkOffsets`]).
@@ -144,7 +144,7 @@ enum Lt {
 /// the protocol of, by DLT value.
 fn not_implemented(dlt: u32) -> Option<&'static str> {
     Some(match dlt {
-        106 => "Multi-link Frame Relay",
+        182 => "Multi-link Frame Relay",
         144 => "IrDA",
         143 => "DOCSIS",
         139 | 140 => "MTP2",
@@ -158,7 +158,7 @@ fn not_implemented(dlt: u32) -> Option<&'static str> {
         193 => "IEEE 802.16",
         196 => "SITA",
         198 => "RAIF1",
-        199 | 286 => "IPMB",
+        199 | 209 => "IPMB",
         202 => "AX.25",
         239 => "NFLOG",
         _ => return None,
@@ -186,13 +186,23 @@ fn layout(dlt: u32) -> Option<Layout> {
         109 => (Lt::Null, Some(0), Some(12), 0, 0),
         9 | 166 | 50 => (Lt::Ppp, Some(2), Some(4), 0, 0),
         51 => (Lt::Ppp, Some(6), Some(8), 0, 0),
-        104 => (Lt::Chdlc, Some(2), Some(4), 0, 0),
+        104 | 112 => (Lt::Chdlc, Some(2), Some(4), 0, 0),
         16 => (Lt::PppBsdos, Some(5), Some(24), 0, 0),
         8 => (Lt::Slip, None, Some(16), 0, 0),
         15 => (Lt::Slip, None, Some(24), 0, 0),
         114 => (Lt::Ltalk, None, Some(0), 0, 0),
         107 => (Lt::Frelay, None, Some(0), 0, 0),
         131 | 130 | 134 | 179 | 181 | 180 => (Lt::Juniper, Some(4), Some(4), 0, NOT_SET),
+        137 => (Lt::Juniper, Some(4), Some(4), 0, 10),
+        135 => (Lt::Juniper, Some(8), Some(8), 0, 10),
+        167 | 178 => (Lt::Juniper, Some(16), Some(14), 18, 21),
+        168 => (Lt::Juniper, Some(4), Some(6), 0, NOT_SET),
+        133 => (Lt::Juniper, Some(6), Some(12), 0, NOT_SET),
+        132 => (Lt::Juniper, Some(6), None, NOT_SET, NOT_SET),
+        164 => (Lt::Juniper, Some(12), Some(12), 0, NOT_SET),
+        136 => (Lt::Juniper, Some(12), None, NOT_SET, NOT_SET),
+        183 | 200 => (Lt::Juniper, Some(18), None, NOT_SET, NOT_SET),
+        194 | 232 | 233 | 234 | 238 => (Lt::Juniper, Some(8), None, NOT_SET, NOT_SET),
         138 => (Lt::Ethertype, Some(16), Some(18), 0, 0),
         99 => (Lt::Ethertype, Some(6), Some(44), 0, 0),
         10 => (Lt::Llc, Some(13), Some(13), 8, 3),
@@ -200,6 +210,7 @@ fn layout(dlt: u32) -> Option<Layout> {
         122 => (Lt::Llc, Some(16), Some(16), 8, 3),
         11 | 19 => (Lt::Llc, Some(0), Some(0), 8, 3),
         7 => (Lt::Arcnet, Some(2), Some(6), 0, 0),
+        182 => (Lt::Unfiltered, None, Some(0), 4, 0),
         123 => (Lt::Sunatm, Some(4), Some(4), 8, 3),
         226 => (Lt::Ipnet, Some(1), Some(24), 0, NOT_SET),
         // Ethernet after a pseudo-header (and a preamble): see `Lower::new`.
