@@ -10,11 +10,70 @@ use crate::ffi::{
     PCAP_IF_WIRELESS, PcapAddr, PcapIf,
 };
 
-/// One interface as found in `/sys/class/net`.
+/// One device of the list: an interface found in `/sys/class/net`, `any`, or one of
+/// libpcap's pseudo-devices.
 #[derive(Debug)]
 pub(crate) struct Device {
     pub(crate) name: String,
     pub(crate) flags: u32,
+    pub(crate) description: Option<&'static str>,
+}
+
+/// The `any` device's description, as libpcap gives it.
+pub(crate) const ANY_DESCRIPTION: &str = "Pseudo-device that captures on all interfaces";
+
+/// The pseudo-devices Debian's libpcap 1.10.3 lists after the interfaces (Bluetooth monitor,
+/// netfilter log and queue, D-Bus): name, flags, description. netsift lists them so that
+/// `tcpdump -D` prints the same, and refuses to capture on them.
+pub(crate) const PSEUDO_DEVICES: [(&str, u32, &str); 5] = [
+    (
+        "bluetooth-monitor",
+        PCAP_IF_WIRELESS | PCAP_IF_CONNECTION_STATUS_NOT_APPLICABLE,
+        "Bluetooth Linux Monitor",
+    ),
+    (
+        "nflog",
+        PCAP_IF_CONNECTION_STATUS_NOT_APPLICABLE,
+        "Linux netfilter log (NFLOG) interface",
+    ),
+    (
+        "nfqueue",
+        PCAP_IF_CONNECTION_STATUS_NOT_APPLICABLE,
+        "Linux netfilter queue (NFQUEUE) interface",
+    ),
+    (
+        "dbus-system",
+        PCAP_IF_CONNECTION_STATUS_NOT_APPLICABLE,
+        "D-Bus system bus",
+    ),
+    (
+        "dbus-session",
+        PCAP_IF_CONNECTION_STATUS_NOT_APPLICABLE,
+        "D-Bus session bus",
+    ),
+];
+
+/// libpcap 1.10.3's `get_figure_of_merit`: devices are listed in increasing order of it
+/// (running, up, not disconnected, not loopback, not `any` first), in the order they were
+/// added among equals.
+fn figure_of_merit(d: &Device) -> u32 {
+    let mut n = 0;
+    if d.flags & PCAP_IF_RUNNING == 0 {
+        n |= 0x8000_0000;
+    }
+    if d.flags & PCAP_IF_UP == 0 {
+        n |= 0x4000_0000;
+    }
+    if d.flags & PCAP_IF_WIRELESS == 0 && d.flags & 0x30 == PCAP_IF_CONNECTION_STATUS_DISCONNECTED {
+        n |= 0x2000_0000;
+    }
+    if d.flags & PCAP_IF_LOOPBACK != 0 {
+        n |= 0x1000_0000;
+    }
+    if d.name == "any" {
+        n |= 0x0800_0000;
+    }
+    n
 }
 
 /// The `IFF_*` flags of every interface that has an entry in `getifaddrs` (all of them on
@@ -47,9 +106,39 @@ fn kernel_flags() -> Vec<(String, u32)> {
     v
 }
 
-/// The interfaces, in libpcap's order: running before not running, up before down, connected
-/// before disconnected, loopback devices after the others.
+/// The devices in libpcap's order (see [`figure_of_merit`]): the interfaces (among equals by
+/// name), then `any`, then the pseudo-devices, each placed after every device added before it
+/// with a figure of merit no greater than its own.
 pub(crate) fn devices() -> Result<Vec<Device>, String> {
+    let mut list: Vec<Device> = Vec::new();
+    let mut add = |d: Device| {
+        let m = figure_of_merit(&d);
+        let at = list
+            .iter()
+            .position(|x| figure_of_merit(x) > m)
+            .unwrap_or(list.len());
+        list.insert(at, d);
+    };
+    for d in interfaces()? {
+        add(d);
+    }
+    add(Device {
+        name: "any".into(),
+        flags: PCAP_IF_UP | PCAP_IF_RUNNING | PCAP_IF_CONNECTION_STATUS_NOT_APPLICABLE,
+        description: Some(ANY_DESCRIPTION),
+    });
+    for (name, flags, desc) in PSEUDO_DEVICES {
+        add(Device {
+            name: name.into(),
+            flags,
+            description: Some(desc),
+        });
+    }
+    Ok(list)
+}
+
+/// The interfaces of `/sys/class/net`, by name.
+fn interfaces() -> Result<Vec<Device>, String> {
     let dir = std::fs::read_dir("/sys/class/net")
         .map_err(|e| format!("cannot list /sys/class/net: {e}"))?;
     let kflags = kernel_flags();
@@ -88,17 +177,13 @@ pub(crate) fn devices() -> Result<Vec<Device>, String> {
         if base.join("wireless").exists() || base.join("phy80211").exists() {
             flags |= PCAP_IF_WIRELESS;
         }
-        v.push(Device { name, flags });
+        v.push(Device {
+            name,
+            flags,
+            description: None,
+        });
     }
-    v.sort_by_key(|d| {
-        (
-            d.flags & PCAP_IF_RUNNING == 0,
-            d.flags & PCAP_IF_UP == 0,
-            d.flags & 0x30 == PCAP_IF_CONNECTION_STATUS_DISCONNECTED,
-            d.flags & PCAP_IF_LOOPBACK != 0,
-            d.name.clone(),
-        )
-    });
+    v.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(v)
 }
 
@@ -184,7 +269,10 @@ pub(crate) fn build_list() -> Result<*mut PcapIf, String> {
             }
         }
         let name = CString::new(d.name.clone()).unwrap_or_default();
-        let description = ptr::null_mut();
+        let description = d
+            .description
+            .and_then(|s| CString::new(s).ok())
+            .map_or(ptr::null_mut(), CString::into_raw);
         head = Box::into_raw(Box::new(PcapIf {
             next: head,
             name: name.into_raw(),

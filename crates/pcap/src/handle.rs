@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netsift_capture::live::{
-    AfPacket, AfPacketConfig, Direction, Flow, LiveErrorKind, Sender, Source, TimestampSource,
+    AfPacket, AfPacketConfig, Cooked, Direction, Flow, LiveErrorKind, Sender, Source,
+    TimestampSource,
 };
 use netsift_capture::{ByteOrder, CaptureReader, ErrorKind, Format, PacketRef, Timestamp};
 use netsift_filter::Filter;
@@ -373,12 +374,21 @@ impl Pcap {
 
     /// Applies the options and opens the interface (`pcap_activate`).
     pub(crate) fn activate(&mut self) -> c_int {
-        if self.device.is_empty() || self.device == "any" {
-            self.set_err(
-                "netsift's libpcap cannot capture on the \"any\" device; name an interface with -i",
-            );
+        // libpcap: no device is the `any` device.
+        if self.device.is_empty() {
+            self.device = "any".into();
+        }
+        if let Some(d) = crate::devs::PSEUDO_DEVICES
+            .iter()
+            .find(|d| d.0 == self.device)
+        {
+            self.set_err(&format!(
+                "netsift's libpcap cannot capture on {} ({})",
+                d.0, d.2
+            ));
             return PCAP_ERROR;
         }
+        let any = self.device == "any";
         if self.opts.rfmon {
             self.set_err("netsift's libpcap does not support monitor mode");
             return crate::ffi::PCAP_ERROR_RFMON_NOTSUP;
@@ -393,6 +403,7 @@ impl Pcap {
             snaplen: snaplen.unsigned_abs(),
             promiscuous: o.promisc,
             direction: o.direction,
+            cooked: any.then_some(Cooked::Sll),
             ..AfPacketConfig::default()
         };
         if o.buffer_size > 0 {
@@ -412,7 +423,8 @@ impl Pcap {
         }
         // Through the daemon when it runs, unless the handle asks for what a flow cannot give
         // (one direction, hardware time stamps).
-        if cfg.direction == Direction::InOut && cfg.timestamps != TimestampSource::Hardware {
+        if !any && cfg.direction == Direction::InOut && cfg.timestamps != TimestampSource::Hardware
+        {
             match daemon::attempt(&self.device, snaplen, o.buffer_size) {
                 Attempt::Opened(d, lt) => {
                     self.snapshot = snaplen;
@@ -440,12 +452,14 @@ impl Pcap {
             Ok(src) => {
                 self.snapshot = snaplen;
                 self.bufsize = live_bufsize(&self.device, snaplen, self.opts.immediate);
-                self.linktype = 1;
+                self.linktype = names::linktype_to_dlt(src.link_type().0);
                 self.kind = Kind::Live(Box::new(Live {
                     src,
                     cfg,
                     sender: None,
                 }));
+                // libpcap 1.10.3 sets a promiscuous-mode warning for `any`, then overwrites it
+                // with the activation's success: no warning reaches the program.
                 0
             }
             Err(e) => {
@@ -722,13 +736,19 @@ fn live_bufsize(device: &str, snapshot: c_int, immediate: bool) -> c_int {
     const fn align(x: u32) -> u32 {
         (x + 15) & !15
     }
+    // tpacket2_hdr (32) and sockaddr_ll (20); a VLAN tag reserved.
+    let tp_hdrlen = align(32) + 20;
+    if device == "any" {
+        // Cooked: no link-layer header in the frame (at least 16 bytes of room), no MTU cap.
+        let netoff = align(tp_hdrlen + 16) + 4;
+        return c_int::try_from(align(netoff + snapshot.unsigned_abs())).unwrap_or(c_int::MAX);
+    }
     let mtu: u32 = std::fs::read_to_string(format!("/sys/class/net/{device}/mtu"))
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(1500);
     let frame = snapshot.unsigned_abs().min(mtu.max(65_535) + 18);
-    // tpacket2_hdr (32) and sockaddr_ll (20); MAX_LINKHEADER_SIZE 256; a VLAN tag reserved.
-    let tp_hdrlen = align(32) + 20;
+    // MAX_LINKHEADER_SIZE 256.
     let netoff = align(tp_hdrlen + 256) + 4;
     let macoff = netoff - 256;
     c_int::try_from(align(macoff + frame)).unwrap_or(c_int::MAX)

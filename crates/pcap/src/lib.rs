@@ -971,18 +971,23 @@ pub unsafe extern "C" fn pcap_list_datalinks(p: *mut Pcap, dlt_buf: *mut *mut c_
         if matches!(h.kind, Kind::Created) {
             return PCAP_ERROR_NOT_ACTIVATED;
         }
-        // SAFETY: malloc of one int, freed with free by pcap_free_datalinks.
-        let mem = unsafe { libc::malloc(size_of::<c_int>()) }.cast::<c_int>();
+        // A cooked capture (the `any` device) offers both cooked headers, as in libpcap.
+        let list: Vec<c_int> = match &h.kind {
+            Kind::Live(l) if l.src.cooked().is_some() => vec![113, 276],
+            _ => vec![h.linktype],
+        };
+        // SAFETY: malloc of the list, freed with free by pcap_free_datalinks.
+        let mem = unsafe { libc::malloc(list.len() * size_of::<c_int>()) }.cast::<c_int>();
         if mem.is_null() {
             h.set_err("malloc: Cannot allocate memory");
             return PCAP_ERROR;
         }
-        // SAFETY: one int allocated; `dlt_buf` non-null.
+        // SAFETY: `list.len()` ints allocated; `dlt_buf` non-null.
         unsafe {
-            mem.write(h.linktype);
+            std::ptr::copy_nonoverlapping(list.as_ptr(), mem, list.len());
             *dlt_buf = mem;
         }
-        1
+        list.len() as c_int
     })
 }
 
@@ -1003,6 +1008,20 @@ pub unsafe extern "C" fn pcap_set_datalink(p: *mut Pcap, dlt: c_int) -> c_int {
         };
         if dlt == h.linktype {
             return 0;
+        }
+        if let Kind::Live(l) = &mut h.kind
+            && l.src.cooked().is_some()
+            && matches!(dlt, 113 | 276)
+        {
+            let c = if dlt == 113 {
+                netsift_capture::live::Cooked::Sll
+            } else {
+                netsift_capture::live::Cooked::Sll2
+            };
+            if l.src.set_cooked(c).is_ok() {
+                h.linktype = dlt;
+                return 0;
+            }
         }
         let name = names::dlt(dlt)
             .map(|(n, _)| n.trim_end_matches('\0').to_string())

@@ -103,6 +103,36 @@ pub struct AfPacketConfig {
     /// rejects never reach the ring (nor the counters). It sees the frame as the kernel holds
     /// it: without a VLAN tag the kernel took out (the tag is in the ancillary data).
     pub kernel_filter: Option<Vec<SockFilter>>,
+    /// Capture in cooked mode with this pseudo-header (`SOCK_DGRAM`; always for the `any`
+    /// device, which takes packets from every interface): the link-layer header is replaced
+    /// by a Linux cooked header built from the kernel's packet address, as libpcap builds it.
+    pub cooked: Option<Cooked>,
+}
+
+/// The pseudo-header of a cooked capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cooked {
+    /// `LINKTYPE_LINUX_SLL` (16 bytes).
+    Sll,
+    /// `LINKTYPE_LINUX_SLL2` (20 bytes).
+    Sll2,
+}
+
+impl Cooked {
+    /// The link type of the packets.
+    pub fn link_type(self) -> LinkType {
+        match self {
+            Cooked::Sll => LinkType::LINUX_SLL,
+            Cooked::Sll2 => LinkType::LINUX_SLL2,
+        }
+    }
+
+    fn header_len(self) -> usize {
+        match self {
+            Cooked::Sll => 16,
+            Cooked::Sll2 => 20,
+        }
+    }
 }
 
 impl Default for AfPacketConfig {
@@ -117,6 +147,7 @@ impl Default for AfPacketConfig {
             timestamps: TimestampSource::Software,
             fanout: None,
             kernel_filter: None,
+            cooked: None,
         }
     }
 }
@@ -151,6 +182,10 @@ pub struct AfPacket {
     snaplen: u32,
     direction: Direction,
     loopback: bool,
+    /// The cooked pseudo-header written before each packet, if capturing in cooked mode.
+    cooked: Option<Cooked>,
+    /// The loopback device's index (cooked mode: its outgoing copies are skipped).
+    lo_ifindex: u32,
     /// The block being read, the index of the next packet in it and that packet's offset.
     cur: usize,
     next_pkt: u32,
@@ -188,11 +223,23 @@ impl AfPacket {
                 "snap length 0".into(),
             ));
         }
-        let ifindex = sys::if_index(iface)?;
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0, "socket(AF_PACKET)")?;
+        // The `any` device is every interface (index 0), in cooked mode.
+        let any = iface == "any";
+        let cooked = if any {
+            Some(cfg.cooked.unwrap_or(Cooked::Sll))
+        } else {
+            cfg.cooked
+        };
+        let ifindex = if any { 0 } else { sys::if_index(iface)? };
+        let kind = if cooked.is_some() {
+            libc::SOCK_DGRAM
+        } else {
+            libc::SOCK_RAW
+        };
+        let fd = sys::socket(libc::AF_PACKET, kind, 0, "socket(AF_PACKET)")?;
         let raw = fd.as_raw_fd();
-        let hw = sys::hw_type(&fd, iface)?;
-        if hw != ARPHRD_ETHER && hw != ARPHRD_LOOPBACK {
+        let hw = if any { 0 } else { sys::hw_type(&fd, iface)? };
+        if cooked.is_none() && hw != ARPHRD_ETHER && hw != ARPHRD_LOOPBACK {
             return Err(LiveError::new(
                 LiveErrorKind::Unsupported,
                 format!(
@@ -209,7 +256,12 @@ impl AfPacket {
             &version,
             "PACKET_VERSION TPACKET_V3",
         )?;
-        let reserve: libc::c_uint = VLAN_TAG_LEN as libc::c_uint;
+        // Room before each packet for a VLAN tag, or for the cooked pseudo-header.
+        let reserve: libc::c_uint = if cooked.is_some() {
+            (VLAN_TAG_LEN + 20) as libc::c_uint
+        } else {
+            VLAN_TAG_LEN as libc::c_uint
+        };
         sys::setsockopt(
             raw,
             libc::SOL_PACKET,
@@ -261,7 +313,7 @@ impl AfPacket {
         sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
         sll.sll_ifindex = ifindex as i32;
         sys::bind(raw, &sll, &format!("bind to {iface}"))?;
-        if cfg.promiscuous {
+        if cfg.promiscuous && !any {
             // SAFETY: packet_mreq is plain old data; zero is valid.
             let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
             mr.mr_ifindex = ifindex as i32;
@@ -302,6 +354,8 @@ impl AfPacket {
             snaplen: cfg.snaplen,
             direction: cfg.direction,
             loopback: hw == ARPHRD_LOOPBACK,
+            cooked,
+            lo_ifindex: sys::if_index("lo").unwrap_or(u32::MAX),
             cur: 0,
             next_pkt: 0,
             next_off: 0,
@@ -309,9 +363,27 @@ impl AfPacket {
         })
     }
 
-    /// The interface index.
+    /// The interface index (0 for the `any` device).
     pub fn ifindex(&self) -> u32 {
         self.ifindex
+    }
+
+    /// The cooked pseudo-header of a cooked capture, if it is one.
+    pub fn cooked(&self) -> Option<Cooked> {
+        self.cooked
+    }
+
+    /// Switches a cooked capture between `LINUX_SLL` and `LINUX_SLL2` headers (libpcap's
+    /// `pcap_set_datalink` on the `any` device); refused for a capture that is not cooked.
+    pub fn set_cooked(&mut self, c: Cooked) -> Result<(), LiveError> {
+        if self.cooked.is_none() {
+            return Err(LiveError::new(
+                LiveErrorKind::Unsupported,
+                format!("{} is not captured in cooked mode", self.iface),
+            ));
+        }
+        self.cooked = Some(c);
+        Ok(())
     }
 
     fn block(&self, i: usize) -> *mut u8 {
@@ -367,7 +439,7 @@ impl AfPacket {
             let tpid = Self::read_u16(h, 36);
             // SAFETY: PKTTYPE_OFF and IFINDEX_OFF are inside the header area checked above.
             let pkttype = unsafe { *h.add(PKTTYPE_OFF) };
-            let _ifindex = Self::read_u32(h, IFINDEX_OFF);
+            let ifindex = Self::read_u32(h, IFINDEX_OFF);
             if mac < HDR_LEN + 20 + VLAN_TAG_LEN || off + mac + caplen > bs {
                 return Err(corrupt(&self.iface, "packet data outside its block"));
             }
@@ -384,6 +456,7 @@ impl AfPacket {
             let keep = match (pkttype == libc::PACKET_OUTGOING, self.direction) {
                 // The loopback device shows each packet twice: once out, once in.
                 (true, _) if self.loopback => false,
+                (true, _) if self.cooked.is_some() && ifindex == self.lo_ifindex => false,
                 (true, Direction::In) | (false, Direction::Out) => false,
                 _ => true,
             };
@@ -395,7 +468,47 @@ impl AfPacket {
                 continue;
             }
             let mut start = off + mac;
-            if (tci != 0 || status & TP_STATUS_VLAN_VALID != 0) && caplen >= VLAN_OFFSET {
+            if let Some(c) = self.cooked {
+                // libpcap's cooked header, in the reserved room before the packet, from the
+                // kernel's `sockaddr_ll` (after the tpacket header).
+                let hl = c.header_len();
+                if mac < SLL_OFF + 20 + hl {
+                    return Err(corrupt(&self.iface, "no room for the cooked header"));
+                }
+                let sll = h.wrapping_add(SLL_OFF);
+                // SAFETY: the sockaddr_ll (20 bytes) and the reserved room (24 bytes) lie in
+                // the block we own, between the header and the packet (mac was checked).
+                unsafe {
+                    let proto = [*sll.add(2), *sll.add(3)];
+                    let hatype = std::ptr::read_unaligned(sll.add(8) as *const u16);
+                    let ptype = *sll.add(10);
+                    let halen = *sll.add(11);
+                    let mut addr = [0u8; 8];
+                    std::ptr::copy_nonoverlapping(sll.add(12), addr.as_mut_ptr(), 8);
+                    let mut hdr = [0u8; 20];
+                    match c {
+                        Cooked::Sll => {
+                            hdr[0..2].copy_from_slice(&u16::from(ptype).to_be_bytes());
+                            hdr[2..4].copy_from_slice(&hatype.to_be_bytes());
+                            hdr[4..6].copy_from_slice(&u16::from(halen).to_be_bytes());
+                            hdr[6..14].copy_from_slice(&addr);
+                            hdr[14..16].copy_from_slice(&proto);
+                        }
+                        Cooked::Sll2 => {
+                            hdr[0..2].copy_from_slice(&proto);
+                            hdr[4..8].copy_from_slice(&ifindex.to_be_bytes());
+                            hdr[8..10].copy_from_slice(&hatype.to_be_bytes());
+                            hdr[10] = ptype;
+                            hdr[11] = halen;
+                            hdr[12..20].copy_from_slice(&addr);
+                        }
+                    }
+                    start -= hl;
+                    std::ptr::copy_nonoverlapping(hdr.as_ptr(), blk.add(start), hl);
+                }
+                caplen += hl;
+                len = len.saturating_add(hl as u32);
+            } else if (tci != 0 || status & TP_STATUS_VLAN_VALID != 0) && caplen >= VLAN_OFFSET {
                 let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
                     tpid
                 } else {
@@ -426,7 +539,7 @@ impl AfPacket {
                 data,
                 wire_len: len,
                 timestamp: Timestamp::new(i64::from(sec), nsec.min(999_999_999)),
-                link_type: LinkType::ETHERNET,
+                link_type: self.link_type(),
                 interface: 0,
             };
             self.stats.delivered += 1;
@@ -468,7 +581,7 @@ fn corrupt(iface: &str, what: &str) -> LiveError {
 
 impl Source for AfPacket {
     fn link_type(&self) -> LinkType {
-        LinkType::ETHERNET
+        self.cooked.map_or(LinkType::ETHERNET, Cooked::link_type)
     }
 
     fn snaplen(&self) -> u32 {

@@ -49,7 +49,9 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-pub use afpacket::{AfPacket, AfPacketConfig, Fanout, FanoutMode, SockFilter, TimestampSource};
+pub use afpacket::{
+    AfPacket, AfPacketConfig, Cooked, Fanout, FanoutMode, SockFilter, TimestampSource,
+};
 pub use afxdp::{AfXdp, AfXdpConfig};
 pub use send::{Foreign, Sender, SenderStats, foreign_address, is_test_address};
 pub use xdp_prog::{XdpAttachMode, XdpPass};

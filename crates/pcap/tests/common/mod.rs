@@ -3,9 +3,13 @@
 
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A directory holding `libpcap.so.0.8`, a copy of this crate's release cdylib.
 ///
@@ -108,4 +112,124 @@ pub fn frames(n: u16, hosts: u16, payload: usize, dns: bool) -> Vec<Vec<u8>> {
         }
     }
     v
+}
+
+/// `netsiftd`, built by the netsift-daemon package next to this test's profile directory
+/// (`target/<profile>/netsiftd`; the test executable is `target/<profile>/deps/…`).
+pub fn netsiftd() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let profile = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test>");
+    let bin = profile.join("netsiftd");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first with `cargo build -p netsift-daemon` (same profile as \
+         the tests)",
+        bin.display()
+    );
+    bin
+}
+
+/// A child process killed (by its id) and reaped when dropped, also when the test fails; its
+/// standard output and error collected by threads.
+pub struct Proc {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    stdout: Arc<Mutex<String>>,
+    readers: Vec<JoinHandle<()>>,
+}
+
+impl Proc {
+    /// Starts `cmd`; `ready` gets a message when a line of its standard error or output
+    /// contains `marker`.
+    pub fn spawn(mut cmd: Command, marker: &'static str, ready: mpsc::Sender<()>) -> Proc {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a process in the namespace");
+        let err = child.stderr.take().unwrap();
+        let out = child.stdout.take().unwrap();
+        let ready2 = ready.clone();
+        let (stderr, stdout) = (
+            Arc::new(Mutex::new(String::new())),
+            Arc::new(Mutex::new(String::new())),
+        );
+        let (e, o) = (Arc::clone(&stderr), Arc::clone(&stdout));
+        let readers = vec![
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines() {
+                    let line = line.unwrap_or_default();
+                    let mut s = e.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                    drop(s);
+                    if line.contains(marker) {
+                        let _ = ready.send(());
+                    }
+                }
+            }),
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let line = line.unwrap_or_default();
+                    let mut s = o.lock().unwrap();
+                    s.push_str(&line);
+                    s.push('\n');
+                    drop(s);
+                    if line.contains(marker) {
+                        let _ = ready2.send(());
+                    }
+                }
+            }),
+        ];
+        Proc {
+            child,
+            stderr,
+            stdout,
+            readers,
+        }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().clone()
+    }
+
+    fn join_readers(&mut self) {
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+
+    /// Waits up to `limit` for the process to exit (and its output to end).
+    pub fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                self.join_readers();
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.join_readers();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
