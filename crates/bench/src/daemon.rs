@@ -152,15 +152,15 @@ fn pin_captures(cmd: &mut std::process::Command, pin: bool) {
 
 /// One measured run.
 #[derive(Clone, Debug, Default)]
-struct Run {
-    sent: u64,
+pub(crate) struct Run {
+    pub(crate) sent: u64,
     /// Packets each application captured, summed.
-    captured: u64,
+    pub(crate) captured: u64,
     /// Packets the applications report dropped, summed.
-    dropped: u64,
+    pub(crate) dropped: u64,
     /// CPU seconds of the applications and the daemon while the frames were sent and drained
     /// (the capture's cost per packet; start and stop excluded).
-    cpu: f64,
+    pub(crate) cpu: f64,
     /// The daemon's part of `cpu`.
     daemon: f64,
     /// CPU seconds of the applications and the daemon outside that window: starting (the
@@ -262,11 +262,14 @@ fn number(text: &str, what: &str) -> Result<u64, String> {
 }
 
 /// Where the applications go.
-enum Via<'a> {
+pub(crate) enum Via<'a> {
     /// Nobody captures (the baseline of the system figure).
     Nobody,
     /// Each application on its own socket with Debian's libpcap.
     Libpcap,
+    /// Each application on its own socket with netsift's `libpcap.so.0.8` from the directory
+    /// (`NETSIFT_PCAP_DIRECT=1`: its AF_PACKET source, not a daemon).
+    Direct(&'a Path),
     /// Through the netsiftd running at `socket` as process `pid` (a daemon: started once for
     /// the suite), with netsift's `libpcap.so.0.8` from `libdir`.
     Daemon {
@@ -364,12 +367,18 @@ fn build_pcapcount(dir: &Path) -> Result<PathBuf, String> {
 
 /// An application: its command line, `{IF}` standing for the interface.
 #[derive(Clone, Debug)]
-struct App {
-    name: &'static str,
-    argv: Vec<String>,
+pub(crate) struct App {
+    pub(crate) name: &'static str,
+    pub(crate) argv: Vec<String>,
 }
 
-fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Result<Run, String> {
+pub(crate) fn measure(
+    lab: &Lab,
+    app: &App,
+    via: &Via<'_>,
+    apps: usize,
+    cfg: &Config,
+) -> Result<Run, String> {
     let daemon0 = match via {
         Via::Daemon { pid, .. } => process_seconds(*pid)?,
         _ => 0.0,
@@ -386,6 +395,10 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
             if let Via::Daemon { libdir, socket, .. } = via {
                 cmd.env("LD_LIBRARY_PATH", libdir)
                     .env("NETSIFT_SOCKET", socket);
+            }
+            if let Via::Direct(libdir) = via {
+                cmd.env("LD_LIBRARY_PATH", libdir)
+                    .env("NETSIFT_PCAP_DIRECT", "1");
             }
             pin_captures(&mut cmd, cfg.pin);
             let mut c = cmd
@@ -454,17 +467,17 @@ fn measure(lab: &Lab, app: &App, via: &Via<'_>, apps: usize, cfg: &Config) -> Re
     Ok(run)
 }
 
-fn median<T: Clone>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> T {
+pub(crate) fn median<T: Clone>(mut runs: Vec<T>, key: impl Fn(&T) -> f64) -> T {
     runs.sort_by(|a, b| key(a).total_cmp(&key(b)));
     runs[runs.len() / 2].clone()
 }
 
-fn ns(secs: f64, sent: u64) -> f64 {
+pub(crate) fn ns(secs: f64, sent: u64) -> f64 {
     secs * 1e9 / sent.max(1) as f64
 }
 
 /// A directory holding netsift's libpcap as `libpcap.so.0.8`, next to `netsift`.
-fn netsift_libdir(netsift: &Path) -> Result<PathBuf, String> {
+pub(crate) fn netsift_libdir(netsift: &Path) -> Result<PathBuf, String> {
     let dir = netsift.parent().ok_or("no directory")?;
     let so = dir.join("libpcap.so");
     if !so.exists() {

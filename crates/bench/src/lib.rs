@@ -27,6 +27,7 @@ pub mod capture;
 pub mod classify;
 #[cfg(target_os = "linux")]
 pub mod daemon;
+pub mod dropin;
 #[cfg(target_os = "linux")]
 pub mod ebpf;
 pub mod flow;

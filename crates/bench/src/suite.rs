@@ -10,7 +10,7 @@ use crate::libpcap::Libpcap;
 use crate::workload;
 
 /// The suites `netsift bench` knows, with a one-line description each.
-pub const SUITES: [(&str, &str); 13] = [
+pub const SUITES: [(&str, &str); 14] = [
     (
         "interp",
         "classic BPF interpreter against libpcap's bpf_filter, same programs and packets",
@@ -37,6 +37,12 @@ pub const SUITES: [(&str, &str); 13] = [
         "classify",
         "rule-set classification: linear, HiCuts, HyperCuts, PaCuts on ClassBench acl1/fw1/ipc1 \
          10K traces; lookups/s, build time, memory",
+    ),
+    (
+        "dropin",
+        "Debian's tcpdump on netsift's libpcap against libpcap 1.10.3: reading and filtering a \
+         file (tcpdump -r BIG -w OUT 'tcp port 80') and a live capture (tcpdump -w /dev/null on \
+         a veth pair); CPU per packet, same run; needs root",
     ),
     (
         "capture",
@@ -138,6 +144,10 @@ pub fn run(name: &str) -> Result<String, String> {
         "offload" => crate::offload::suite(),
         "flow" => crate::flow::suite(&crate::flow::Config::default()),
         #[cfg(target_os = "linux")]
+        "dropin" => {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            crate::dropin::suite(&exe, &crate::daemon::Config::from_env()?)
+        }
         "daemon" => {
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
             crate::daemon::suite(&exe, &crate::daemon::Config::from_env()?)

@@ -43,7 +43,16 @@ impl<R> Source<R> {
 impl<R: Read> Source<R> {
     /// Fills `buf` as far as the input allows; returns how many bytes were read, which is less
     /// than `buf.len()` only at end of input.
+    #[inline]
     pub(crate) fn read_full(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // PERF: the usual case, a record header inside the read-ahead buffer.
+        let avail = self.inner.buffer();
+        if avail.len() >= buf.len() {
+            buf.copy_from_slice(&avail[..buf.len()]);
+            self.inner.consume(buf.len());
+            self.pos += buf.len() as u64;
+            return Ok(buf.len());
+        }
         let mut filled = 0;
         while filled < buf.len() {
             match self.inner.read(&mut buf[filled..]) {
@@ -62,17 +71,27 @@ impl<R: Read> Source<R> {
     /// Appends up to `n` bytes to `vec`; returns how many were appended (less than `n` only at
     /// end of input). The vector grows with the data actually read, not with `n`.
     pub(crate) fn append(&mut self, vec: &mut Vec<u8>, n: usize) -> io::Result<usize> {
+        // PERF: copied straight from the read-ahead buffer (no zero-filled room first: that
+        // memset cost as much as the copy).
         let mut done = 0;
         while done < n {
-            let start = vec.len();
-            let step = (n - done).min(GROW_STEP.max(start));
-            vec.resize(start + step, 0);
-            let got = self.read_full(&mut vec[start..])?;
-            done += got;
-            if got < step {
-                vec.truncate(start + got);
+            let avail = match self.inner.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
                 break;
             }
+            // Grown with the data, in steps, whatever `n` says.
+            let take = avail.len().min(n - done);
+            if vec.capacity() - vec.len() < take {
+                vec.reserve(take.max(vec.len().min(GROW_STEP)));
+            }
+            vec.extend_from_slice(&avail[..take]);
+            self.inner.consume(take);
+            self.pos += take as u64;
+            done += take;
         }
         Ok(done)
     }

@@ -81,6 +81,10 @@ pub(crate) struct PcapState {
     /// The most bytes of one record that are kept.
     keep_limit: u32,
     interface: [Interface; 1],
+    /// The header of the record being read, as it is in the file (its length: 0 until a whole
+    /// header was read).
+    last_header: [u8; MODIFIED_RECORD_HEADER_LEN],
+    last_header_len: usize,
 }
 
 impl PcapState {
@@ -152,7 +156,15 @@ impl PcapState {
                 tsoffset: 0,
                 name: None,
             }],
+            last_header: [0; MODIFIED_RECORD_HEADER_LEN],
+            last_header_len: 0,
         })
+    }
+
+    /// The header of the record last read (also when reading its data failed), as in the
+    /// file; `None` before the first or after a cut one.
+    pub(crate) fn last_header(&self) -> Option<&[u8]> {
+        (self.last_header_len > 0).then(|| &self.last_header[..self.last_header_len])
     }
 
     pub(crate) fn format(&self) -> Format {
@@ -182,6 +194,7 @@ impl PcapState {
         } else {
             RECORD_HEADER_LEN
         };
+        self.last_header_len = 0;
         let mut h = [0u8; MODIFIED_RECORD_HEADER_LEN];
         let got = src
             .read_full(&mut h[..header_len])
@@ -197,6 +210,8 @@ impl PcapState {
                 format!("the record header needs {header_len} bytes, file ends after {got}"),
             ));
         }
+        self.last_header = h;
+        self.last_header_len = header_len;
         let bo = self.info.byte_order;
         let secs = bo.u32(&h, 0);
         let frac = bo.u32(&h, 4);
@@ -239,11 +254,17 @@ impl PcapState {
                 ));
             }
         }
-        let frac_nanos = match self.info.precision {
-            Precision::Micro => i128::from(frac) * 1000,
-            Precision::Nano => i128::from(frac),
+        // PERF: the usual fraction (below a second) without 128-bit arithmetic.
+        let timestamp = match self.info.precision {
+            Precision::Micro if frac < 1_000_000 => Timestamp::new(i64::from(secs), frac * 1000),
+            Precision::Nano if frac < 1_000_000_000 => Timestamp::new(i64::from(secs), frac),
+            Precision::Micro => {
+                Timestamp::from_nanos(i128::from(secs) * 1_000_000_000 + i128::from(frac) * 1000)
+            }
+            Precision::Nano => {
+                Timestamp::from_nanos(i128::from(secs) * 1_000_000_000 + i128::from(frac))
+            }
         };
-        let timestamp = Timestamp::from_nanos(i128::from(secs) * 1_000_000_000 + frac_nanos);
         Ok(Some(Meta {
             start: 0,
             end: keep as usize,

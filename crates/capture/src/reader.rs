@@ -29,6 +29,7 @@ pub enum ByteOrder {
 }
 
 impl ByteOrder {
+    #[inline]
     fn array<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
         let mut out = [0u8; N];
         // Callers check lengths first; out-of-range reads yield zeros rather than panicking.
@@ -38,6 +39,7 @@ impl ByteOrder {
         out
     }
 
+    #[inline]
     pub(crate) fn u16(self, b: &[u8], at: usize) -> u16 {
         let a = ByteOrder::array::<2>(b, at);
         match self {
@@ -46,6 +48,7 @@ impl ByteOrder {
         }
     }
 
+    #[inline]
     pub(crate) fn u32(self, b: &[u8], at: usize) -> u32 {
         let a = ByteOrder::array::<4>(b, at);
         match self {
@@ -301,35 +304,61 @@ impl<R: Read> CaptureReader<R> {
         })
     }
 
+    /// For a pcap file, the header of the record last read as it is in the file (16 bytes, or
+    /// 24 in Kuznetzov's format), also when reading its data failed; `None` for pcapng, before
+    /// the first record, at the end and after a cut header. Programs that hand out raw record
+    /// fields (netsift's libpcap) read it here.
+    pub fn last_record_header(&self) -> Option<&[u8]> {
+        match &self.kind {
+            Kind::Pcap(state) => state.last_header(),
+            Kind::Pcapng(_) => None,
+        }
+    }
+
     /// Reads the next packet into the internal buffer and lends it out.
     ///
     /// Returns `None` at the end of the capture, and forever after an error.
     pub fn next_packet(&mut self) -> Option<Result<PacketRef<'_>, Error>> {
+        self.next_packet_with_header().0
+    }
+
+    /// [`CaptureReader::next_packet`], and for a pcap file the header of the record read, as
+    /// in the file (see [`CaptureReader::last_record_header`]): also when its data could not be
+    /// read.
+    pub fn next_packet_with_header(
+        &mut self,
+    ) -> (Option<Result<PacketRef<'_>, Error>>, Option<&[u8]>) {
         if self.done {
-            return None;
+            return (None, None);
         }
         let result = match &mut self.kind {
             Kind::Pcap(state) => state.next(&mut self.src, &mut self.buf),
             Kind::Pcapng(state) => state.next(&mut self.src, &mut self.buf),
         };
-        match result {
+        let header = match &self.kind {
+            Kind::Pcap(state) => state.last_header(),
+            Kind::Pcapng(_) => None,
+        };
+        let packet = match result {
             Ok(Some(meta)) => {
                 // `get` keeps the no-panic promise even if a range were ever wrong.
-                let Some(data) = self.buf.get(meta.start..meta.end) else {
-                    self.done = true;
-                    return Some(Err(Error::corrupt(
-                        self.src.pos(),
-                        "capture",
-                        "internal error: packet range outside the buffer",
-                    )));
-                };
-                Some(Ok(PacketRef {
-                    data,
-                    wire_len: meta.wire_len,
-                    timestamp: meta.timestamp,
-                    link_type: meta.link_type,
-                    interface: meta.interface,
-                }))
+                match self.buf.get(meta.start..meta.end) {
+                    Some(data) => Some(Ok(PacketRef {
+                        data,
+                        wire_len: meta.wire_len,
+                        timestamp: meta.timestamp,
+                        link_type: meta.link_type,
+                        interface: meta.interface,
+                    })),
+                    None => {
+                        self.done = true;
+                        Some(Err(Error::corrupt(
+                            self.src.pos(),
+                            "capture",
+                            "internal error: packet range outside the buffer",
+                        )))
+                    }
+                }
             }
             Ok(None) => {
                 self.done = true;
@@ -339,7 +368,8 @@ impl<R: Read> CaptureReader<R> {
                 self.done = true;
                 Some(Err(e))
             }
-        }
+        };
+        (packet, header)
     }
 
     /// An iterator of owned packets that borrows the reader; the reader can be used again

@@ -12,11 +12,12 @@
 //! for one packet at a time, never across the callback; the break flag is atomic, so that a
 //! signal handler may set it too.
 
+use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_uint};
 use std::fmt::Write as _;
 use std::io::Read;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use netsift_capture::live::{
@@ -72,12 +73,8 @@ pub(crate) struct Offline {
     pub(crate) file: *mut libc::FILE,
     /// The stream's descriptor (for `pcap_get_selectable_fd`), -1 if it has none.
     pub(crate) fd: c_int,
-    /// What went through the reader (for the raw record headers of a pcap file).
-    tap: Arc<Mutex<TapState>>,
     /// Whether a pcap file's time stamps are in nanoseconds.
     nano_file: bool,
-    /// The length of a pcap file's record headers (24 in a Kuznetzov file, else 16).
-    record_header: usize,
 }
 
 impl Drop for Offline {
@@ -248,18 +245,14 @@ impl Pcap {
         };
         // SAFETY: the caller's open stream.
         let fd = unsafe { libc::fileno(file) };
-        let tap = Arc::new(Mutex::new(TapState {
-            keep: true,
-            ..TapState::default()
-        }));
+        let tap = Rc::new(RefCell::new(TapState::default()));
         let input: Box<dyn Read> = Box::new(Tap {
             inner: Box::new(CStream(file)),
-            state: Arc::clone(&tap),
+            state: Rc::clone(&tap),
         });
-        let head_of = |t: &Arc<Mutex<TapState>>| {
-            t.lock()
-                .map(|t| (t.head.clone(), t.total))
-                .unwrap_or_default()
+        let head_of = |t: &Rc<RefCell<TapState>>| {
+            let t = t.borrow();
+            (t.head.clone(), t.total)
         };
         let reader = match CaptureReader::new(input) {
             Ok(r) => r,
@@ -349,20 +342,11 @@ impl Pcap {
         p.version = version;
         p.precision = precision;
         p.bufsize = savefile_bufsize(&reader, p.snapshot, &head);
-        if let Ok(mut t) = tap.lock() {
-            // Record headers are read back from the tap for pcap files only.
-            if matches!(reader.format(), Format::Pcapng { .. }) {
-                t.keep = false;
-                t.window = Vec::new();
-            }
-        }
         p.kind = Kind::Offline(Box::new(Offline {
             reader,
             file,
             fd,
-            tap,
             nano_file,
-            record_header: if kuznetzov { 24 } else { 16 },
         }));
         Ok(p)
     }
@@ -755,61 +739,35 @@ fn live_bufsize(device: &str, snapshot: c_int, immediate: bool) -> c_int {
 }
 
 /// What [`Tap`] saw of a savefile: its first bytes (the file header, for the fields the reader
-/// does not expose), how many bytes were read, and for a pcap file the bytes from the start of
-/// the record being read (libpcap hands out its record headers' raw time stamps).
+/// does not expose) and how many bytes were read (for libpcap's messages about a file cut in
+/// its header). The raw record headers come from the reader
+/// ([`CaptureReader::next_packet_with_header`]).
 #[derive(Default)]
 struct TapState {
     /// The first [`HEAD`] bytes read.
     head: Vec<u8>,
     /// The number of bytes read.
     total: u64,
-    /// Whether `window` is kept (from the start; stopped for pcapng files).
-    keep: bool,
-    /// Bytes read from stream offset `base` on.
-    window: Vec<u8>,
-    base: u64,
 }
 
 /// How many of a savefile's first bytes [`TapState`] keeps: a pcap file header, or a pcapng
 /// section header block's fixed part.
 const HEAD: usize = 24;
 
-impl TapState {
-    /// Forgets the bytes before stream offset `mark` (lazily: when they are most of the
-    /// window).
-    fn trim(&mut self, mark: u64) {
-        let dead = usize::try_from(mark.saturating_sub(self.base))
-            .unwrap_or(usize::MAX)
-            .min(self.window.len());
-        if dead >= 64 * 1024 && dead * 2 >= self.window.len() {
-            self.window.drain(..dead);
-            self.base += dead as u64;
-        }
-    }
-
-    /// The `n` bytes at stream offset `at`, if they are still kept.
-    fn bytes(&self, at: u64, n: usize) -> Option<&[u8]> {
-        let i = usize::try_from(at.checked_sub(self.base)?).ok()?;
-        self.window.get(i..i.checked_add(n)?)
-    }
-}
-
 /// A reader that shows [`TapState`] what goes through it.
 struct Tap {
     inner: Box<dyn Read>,
-    state: Arc<Mutex<TapState>>,
+    state: Rc<RefCell<TapState>>,
 }
 
 impl Read for Tap {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        if let Ok(mut t) = self.state.lock() {
+        {
+            let mut t = self.state.borrow_mut();
             let want = HEAD.saturating_sub(t.head.len()).min(n);
             t.head.extend_from_slice(&buf[..want]);
             t.total += n as u64;
-            if t.keep {
-                t.window.extend_from_slice(&buf[..n]);
-            }
         }
         Ok(n)
     }
@@ -1098,20 +1056,10 @@ unsafe fn offline_step(
             Format::Pcap { byte_order, .. } => Some(byte_order),
             _ => None,
         };
-        // A pcap record's header is read back from the tap: libpcap checks and reports its
-        // lengths before it reads the data, and hands out its time stamp as it is.
-        let mark = off.reader.position();
-        if order.is_some()
-            && let Ok(mut t) = off.tap.lock()
-        {
-            t.trim(mark);
-        }
-        let result = off.reader.next_packet();
-        let raw = order.and_then(|o| {
-            let t = off.tap.lock().ok()?;
-            t.bytes(mark, off.record_header)
-                .map(|b| RawRecord::new(b, o, this.version))
-        });
+        // A pcap record's header as in the file: libpcap checks and reports its lengths before
+        // it reads the data, and hands out its time stamp as it is.
+        let (result, raw_header) = off.reader.next_packet_with_header();
+        let raw = order.and_then(|o| raw_header.map(|b| RawRecord::new(b, o, this.version)));
         let max = names::max_snaplen_for_dlt(linktype);
         let snap = snapshot.unsigned_abs();
         let too_long = |caplen: u32| {
@@ -1183,11 +1131,16 @@ unsafe fn offline_step(
                 return Step::Packet(false);
             }
         }
-        let mut hdr = header(precision, &packet, caplen);
-        if let Some(r) = &raw {
-            hdr.ts = r.timeval(off.nano_file, precision);
-            hdr.len = r.len;
-        }
+        // A pcap record's own time stamp and length, as libpcap hands them out (pcapng: the
+        // reader's, at the handle's precision).
+        let hdr = match &raw {
+            Some(r) => PcapPkthdr {
+                ts: r.timeval(off.nano_file, precision),
+                caplen,
+                len: r.len,
+            },
+            None => header(precision, &packet, caplen),
+        };
         (hdr, data_ptr(packet.data))
     };
     deliver(p, &hdr, data);
