@@ -476,6 +476,10 @@ impl<'a> Lower<'a> {
             known: [(Field::WireLen, 0, 0); KNOWN],
             nknown: 0,
         };
+        if !ctx.optimize {
+            // libpcap's unoptimised meaning: reads before a `false` stay.
+            l.b.keep_reads();
+        }
         if lt == Lt::Wlan {
             // The 802.11 header follows a radio header of variable length (not for plain
             // 802.11); the payload follows an 802.11 header of variable length.
@@ -590,6 +594,14 @@ impl<'a> Lower<'a> {
 
     // ---------------------------------------------------------------------------------------
     // Field locations
+
+    /// How many scratch registers (from 0) the link layer keeps for its run-time offsets.
+    fn link_regs(&self) -> u8 {
+        match layout(self.ctx.link_type.dlt()).map(|l| l.0) {
+            Some(Lt::Wlan | Lt::Pflog) => 2,
+            _ => 0,
+        }
+    }
 
     /// Notes that a field reads scratch register `reg`.
     fn used(&self, reg: u8) -> u8 {
@@ -2399,7 +2411,12 @@ impl<'a> Lower<'a> {
         // refuses expressions that need more at once; netsift's code needs fewer, but refuses
         // the same expressions so that a filter means the same to both.
         let need = regs(a).max(1 + regs(b));
-        if need > 16 - u32::from(self.next_reg) {
+        // Registers held: Geneve's, and the link-layer offsets' once a field has used them
+        // (libpcap allocates those when it first needs them).
+        let link = self.link_regs();
+        let held = u32::from(self.next_reg - link)
+            + (self.regs_used.get() & ((1 << link) - 1)).count_ones();
+        if need > 16 - held {
             return self.err("too many registers needed to evaluate expression");
         }
         let (va, ca) = self.arith(a)?;
@@ -2723,11 +2740,20 @@ impl<'a> Lower<'a> {
             }
             Other::Greater(n) => Ok(self.ge(Field::WireLen, n)),
             Other::Byte(idx, op, val) => {
-                let f = self.field(self.off_linkhdr, idx, 1);
+                // The field only where it is read (an unread one would make the 802.11
+                // offsets computed, which libpcap does not do for `byte N & V`).
+                let f = || self.field(self.off_linkhdr, idx, 1);
                 Ok(match op {
-                    ByteOp::Eq => self.cmp(f, val),
-                    ByteOp::Gt => self.gt(f, val),
+                    ByteOp::Eq => {
+                        let f = f();
+                        self.cmp(f, val)
+                    }
+                    ByteOp::Gt => {
+                        let f = f();
+                        self.gt(f, val)
+                    }
                     ByteOp::Lt => {
+                        let f = f();
                         let g = self.ge(f, val);
                         self.not(g)
                     }

@@ -607,6 +607,7 @@ impl EvalState<'_> {
             Special::PflogOffset { payload } => {
                 let v = self.load(0, 1)?.wrapping_add(3) & 0xffff_fffc;
                 self.mem[usize::from(payload & 15)] = v;
+                self.acc = v;
                 Some(true)
             }
             Special::LinkOffsets {
@@ -614,6 +615,8 @@ impl EvalState<'_> {
                 hdr,
                 payload,
             } => {
+                // The accumulator is left as the generated code leaves it (a following `byte N
+                // & V` tests it).
                 let mut x = 0u32;
                 if let Some(h) = hdr {
                     let len = match prefix {
@@ -632,22 +635,28 @@ impl EvalState<'_> {
                     };
                     self.mem[usize::from(h & 15)] = len;
                     x = len;
+                    self.acc = len;
                 }
                 if let Some(pl) = payload {
                     let r = usize::from(pl & 15);
                     self.mem[r] = x.wrapping_add(24);
                     let fc = self.load(u64::from(x), 1)?;
+                    self.acc = fc;
                     if fc & 0x08 != 0 && fc & 0x04 == 0 {
                         if fc & 0x80 != 0 {
                             self.mem[r] = self.mem[r].wrapping_add(2);
+                            self.acc = self.mem[r];
                         }
                         if prefix == RadioHeader::Radiotap {
                             let present = self.load(4, 4)?;
+                            self.acc = present;
                             if present & 0x0200_0000 != 0 && present & 0x0000_0080 == 0 {
                                 let flags =
                                     self.load(if present & 0x0100_0000 != 0 { 16 } else { 8 }, 1)?;
+                                self.acc = flags;
                                 if flags & 0x20 != 0 {
                                     self.mem[r] = self.mem[r].wrapping_add(3) & !3;
+                                    self.acc = self.mem[r];
                                 }
                             }
                         }
@@ -776,9 +785,19 @@ pub struct Builder {
     ops: Vec<NodeId>,
     exact: bool,
     no_optimize: bool,
+    /// Keep the reads before an `and`'s constant `false` (see [`Builder::keep_reads`]).
+    keep_reads: bool,
 }
 
 impl Builder {
+    /// Keep the operands before a constant `false` in an `and` (`x and false` stays that, not
+    /// `false`): a read of `x` past the packet's end rejects the whole packet, also when the
+    /// `and` is an operand of an `or` that would be true, as in libpcap's unoptimised code.
+    /// For predicates meant to mean what libpcap's `-O0` program means.
+    pub fn keep_reads(&mut self) {
+        self.keep_reads = true;
+    }
+
     /// A builder; `exact` disables all folding and merging (see the module documentation).
     pub fn new(exact: bool) -> Builder {
         Builder {
@@ -942,9 +961,10 @@ impl Builder {
             match &self.nodes[x.0 as usize] {
                 Node::Const(c) if *c == unit => {}
                 Node::Const(c) if *c == absorb => {
-                    // `false` after reads: for `and` the result is false either way; for `or`,
-                    // `true` after reads must keep the reads.
-                    if is_and || ops.is_empty() {
+                    // `false` after reads: for `and` the result is false either way (unless
+                    // the reads must stay, see `keep_reads`); for `or`, `true` after reads
+                    // must keep the reads.
+                    if (is_and && !self.keep_reads) || ops.is_empty() {
                         self.ops = ops;
                         return self.constant(absorb);
                     }
