@@ -2600,8 +2600,8 @@ impl<'a> Lower<'a> {
             P::Icmp6 => {
                 let nl = self.nl();
                 let base = match nl.reg {
-                    None => Base::Abs(nl.k + 40),
-                    Some(r) => Base::Var(self.used(r), nl.k + 40),
+                    None => Base::Abs(nl.k.wrapping_add(40)),
+                    Some(r) => Base::Var(self.used(r), nl.k.wrapping_add(40)),
                 };
                 let lt = self.linktype(et::IPV6)?;
                 let f = self.nl_field(6, 1);
@@ -3146,9 +3146,9 @@ impl<'a> Lower<'a> {
             let t = self.mcmp(f, 0x0fff, id);
             r = self.and(r, t);
         }
-        self.off_linkpl.k += 4;
+        self.off_linkpl.k = self.off_linkpl.k.wrapping_add(4);
         if let Some(lt) = self.off_linktype.as_mut() {
-            lt.k += 4;
+            lt.k = lt.k.wrapping_add(4);
         }
         Ok(r)
     }
@@ -3183,7 +3183,7 @@ impl<'a> Lower<'a> {
             let t = self.mcmp(f, 0xffff_f000, label << 12);
             r = self.and(r, t);
         }
-        self.off_nl += 4;
+        self.off_nl = self.off_nl.wrapping_add(4);
         self.off_nl_nosnap = self.off_nl_nosnap.wrapping_add(4);
         self.label_stack_depth += 1;
         Ok(r)
@@ -3203,7 +3203,7 @@ impl<'a> Lower<'a> {
         }
         // Now the link layer is PPP, after the 6-byte PPPoE header.
         let lh = Off {
-            k: self.off_linkpl.k + self.off_nl + 6,
+            k: self.off_linkpl.k.wrapping_add(self.off_nl).wrapping_add(6),
             reg: self.off_linkpl.reg,
         };
         self.linktype = Lt::Ppp;
@@ -3211,7 +3211,7 @@ impl<'a> Lower<'a> {
         self.off_linkhdr = lh;
         self.off_linktype = Some(lh);
         self.off_linkpl = Off {
-            k: lh.k + 2,
+            k: lh.k.wrapping_add(2),
             reg: lh.reg,
         };
         self.off_nl = 0;

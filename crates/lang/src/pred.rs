@@ -724,22 +724,25 @@ impl EvalState<'_> {
 /// 10,000 steps and rejects).
 fn protochain(st: &mut EvalState<'_>, nl: u64, ipv6: bool, v: u32) -> Option<bool> {
     let ind = |st: &EvalState<'_>, x: u32, k: u64| st.load(u64::from(x) + k, 1);
+    // Instruction offsets are 32-bit: an unset network-layer offset wraps around, as in the
+    // code (`ld [nl + 6]`).
+    let at = |k: u32| u64::from((nl as u32).wrapping_add(k));
     let mut a;
     let mut x: u32;
     if ipv6 {
-        a = st.load(nl + 6, 1)?;
+        a = st.load(at(6), 1)?;
         x = 40;
     } else {
-        a = st.load(nl + 9, 1)?;
-        x = (st.load(nl, 1)? & 0xf) << 2;
+        a = st.load(at(9), 1)?;
+        x = (st.load(at(0), 1)? & 0xf) << 2;
     }
     for _ in 0..10_000 {
         if a == v || a == 59 {
             break;
         }
         if ipv6 && matches!(a, 0 | 60 | 43 | 44) {
-            let next = ind(st, x, nl)?;
-            let len = ind(st, x, nl + 1)?;
+            let next = ind(st, x, at(0))?;
+            let len = ind(st, x, at(1))?;
             x = (len.wrapping_add(1).wrapping_mul(8)).wrapping_add(x);
             a = next;
             continue;
@@ -747,9 +750,9 @@ fn protochain(st: &mut EvalState<'_>, nl: u64, ipv6: bool, v: u32) -> Option<boo
         if a != 51 {
             break;
         }
-        let next = ind(st, x, nl)?;
+        let next = ind(st, x, at(0))?;
         let x1 = x.wrapping_add(1);
-        let len = ind(st, x1, nl)?;
+        let len = ind(st, x1, at(0))?;
         x = len.wrapping_add(2).wrapping_mul(4);
         a = next;
     }

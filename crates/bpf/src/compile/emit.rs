@@ -52,7 +52,8 @@ pub(crate) fn push_load_field(field: &Field, out: &mut Vec<Insn>) {
 /// large that X + off could wrap around 2^32 the offset is added to X first, as libpcap's
 /// unoptimised code computes it (`Loc::Ipv4Payload`'s meaning).
 pub(crate) fn ipv4_payload_load(nl: u32, off: u32, sz: u16) -> Vec<Insn> {
-    if off <= u32::MAX - 64 - nl {
+    // (In u64: an unset network-layer offset, all ones, wraps in libpcap's arithmetic.)
+    if u64::from(off) + u64::from(nl) + 64 <= u64::from(u32::MAX) {
         vec![
             Insn::stmt(LDX | B | MSH, nl),
             Insn::stmt(LD | sz | IND, nl + off),

@@ -1714,7 +1714,7 @@ fn plan_test<'a>(
             Field::Packet {
                 loc: Loc::Ipv4Payload { nl, off },
                 size,
-            } if off <= u32::MAX - 64 - nl => {
+            } if u64::from(off) + u64::from(nl) + 64 <= u64::from(u32::MAX) => {
                 if xin != Holds::Msh(nl) {
                     stmts.push(Insn::stmt(LDX | B | MSH, nl));
                 }

@@ -376,7 +376,7 @@ impl<'a> Unopt<'a> {
                 vec![
                     Insn::stmt(LD | B | IND, nl),
                     Insn::stmt(ST, R),
-                    Insn::stmt(LD | B | IND, nl + 1),
+                    Insn::stmt(LD | B | IND, nl.wrapping_add(1)),
                     Insn::stmt(ALU | ADD | K, 1),
                     Insn::stmt(ALU | MUL | K, 8),
                     Insn::stmt(ALU | ADD | X, 0),
@@ -404,12 +404,12 @@ impl<'a> Unopt<'a> {
         );
         let entry_stmts = if ipv6 {
             vec![
-                Insn::stmt(LD | B | ABS, nl + 6),
+                Insn::stmt(LD | B | ABS, nl.wrapping_add(6)),
                 Insn::stmt(LDX | W | IMM, 40),
             ]
         } else {
             vec![
-                Insn::stmt(LD | B | ABS, nl + 9),
+                Insn::stmt(LD | B | ABS, nl.wrapping_add(9)),
                 Insn::stmt(LDX | B | MSH, nl),
             ]
         };
