@@ -106,7 +106,10 @@ impl Listener {
                 format!("socket path {} names no file", path.display()),
             ));
         }
-        let dir = path.with_file_name(format!(".netsiftd-{}", std::process::id()));
+        // One directory per bind: a process may bind several daemons at once (tests do).
+        static BINDS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = BINDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = path.with_file_name(format!(".netsiftd-{}-{n}", std::process::id()));
         let inner = dir.join("s");
         // Bound in the private directory first: that path must fit a socket address too.
         sockaddr(&inner).map_err(|_| {
