@@ -364,42 +364,6 @@ pub unsafe extern "C" fn pcap_nametoaddrinfo(name: *const c_char) -> *mut libc::
     res
 }
 
-/// libpcap's `xdtoi`: a hex digit's value (other characters give what libpcap's arithmetic
-/// gives; callers check with `is_ascii_hexdigit` where libpcap does).
-fn xdtoi(c: u8) -> u8 {
-    match c {
-        b'0'..=b'9' => c - b'0',
-        b'a'..=b'f' => c - b'a' + 10,
-        _ => c.wrapping_sub(b'A').wrapping_add(10),
-    }
-}
-
-/// The bytes of an Ethernet address written as libpcap's `pcap_ether_aton` reads it: one
-/// optional `:`, `.` or `-` before each byte, one or two hex digits per byte. It stops at six
-/// bytes (libpcap writes past its buffer) and at the end of the string; missing bytes are 0.
-fn ether_aton(s: &[u8]) -> [u8; 6] {
-    let mut out = [0u8; 6];
-    let mut i = 0;
-    let mut n = 0;
-    while i < s.len() && n < 6 {
-        if matches!(s[i], b':' | b'.' | b'-') {
-            i += 1;
-        }
-        let Some(&c) = s.get(i) else { break };
-        i += 1;
-        let mut d = xdtoi(c);
-        if let Some(&c2) = s.get(i)
-            && c2.is_ascii_hexdigit()
-        {
-            d = (d << 4) | xdtoi(c2);
-            i += 1;
-        }
-        out[n] = d;
-        n += 1;
-    }
-    out
-}
-
 /// `u_char *pcap_ether_aton(const char *s)`: six address bytes in memory from `malloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn pcap_ether_aton(s: *const c_char) -> *mut u8 {
@@ -407,7 +371,7 @@ pub unsafe extern "C" fn pcap_ether_aton(s: *const c_char) -> *mut u8 {
         return ptr::null_mut();
     }
     // SAFETY: a NUL-terminated string.
-    let bytes = ether_aton(unsafe { CStr::from_ptr(s) }.to_bytes());
+    let bytes = names::pcap_ether_aton(unsafe { CStr::from_ptr(s) }.to_bytes());
     // SAFETY: malloc; the caller frees.
     let e = unsafe { libc::malloc(6) }.cast::<u8>();
     if !e.is_null() {
@@ -488,10 +452,10 @@ unsafe fn next_etherent(fp: *mut libc::FILE, e: &mut PcapEtherent) -> Option<()>
             continue;
         }
         for i in 0..6 {
-            let mut d = xdtoi(c);
+            let mut d = names::xdtoi(c);
             c = getc()?;
             if c.is_ascii_hexdigit() {
-                d = (d << 4) | xdtoi(c);
+                d = (d << 4) | names::xdtoi(c);
                 c = getc()?;
             }
             e.addr[i] = d;
@@ -549,17 +513,17 @@ mod tests {
     #[test]
     fn ether_aton_forms() {
         assert_eq!(
-            ether_aton(b"00:11:22:33:44:55"),
+            names::pcap_ether_aton(b"00:11:22:33:44:55"),
             [0, 0x11, 0x22, 0x33, 0x44, 0x55]
         );
-        assert_eq!(ether_aton(b"0.1.2.3.4.5"), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(names::pcap_ether_aton(b"0.1.2.3.4.5"), [0, 1, 2, 3, 4, 5]);
         assert_eq!(
-            ether_aton(b"001122334455"),
+            names::pcap_ether_aton(b"001122334455"),
             [0, 0x11, 0x22, 0x33, 0x44, 0x55]
         );
-        assert_eq!(ether_aton(b"1:2"), [1, 2, 0, 0, 0, 0]);
+        assert_eq!(names::pcap_ether_aton(b"1:2"), [1, 2, 0, 0, 0, 0]);
         // Seven bytes' worth: cut at six.
-        assert_eq!(ether_aton(b"1:2:3:4:5:6:7"), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(names::pcap_ether_aton(b"1:2:3:4:5:6:7"), [1, 2, 3, 4, 5, 6]);
     }
 
     #[test]

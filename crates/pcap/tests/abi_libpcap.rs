@@ -29,6 +29,7 @@
 
 mod common;
 
+use netsift_testkit::rng::Rng;
 use std::collections::BTreeSet;
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_void};
 use std::fmt::{Debug, Display};
@@ -340,36 +341,6 @@ impl Cmp {
             self.diffs.join("\n  ")
         );
         self.n
-    }
-}
-
-/// A small seeded PRNG (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn u32(&mut self) -> u32 {
-        (self.next() >> 32) as u32
-    }
-
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len() as u64) as usize]
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
     }
 }
 
@@ -1036,19 +1007,19 @@ fn bpf_validate_matches() {
     }
     // Random short programs: random codes (all 16 bits) or known ones, k near the limits,
     // jumps near the end; sometimes validated with a shorter length.
-    let mut rng = Rng(0x5eed_0001);
+    let mut rng = Rng::new(0x5eed_0001);
     let (mut accepted, n) = (0, 100_000);
     for _ in 0..n {
         let len = 1 + rng.below(6) as usize;
         let prog: Vec<BpfInsn> = (0..len)
             .map(|i| {
                 let code = match rng.below(4) {
-                    0 => rng.u32() as u16,
+                    0 => rng.next_u32() as u16,
                     1 => rng.below(256) as u16,
                     _ => *rng.pick(KNOWN_OPCODES),
                 };
                 let k = match rng.below(6) {
-                    0 => rng.u32(),
+                    0 => rng.next_u32(),
                     1 => rng.below(20) as u32,
                     2 => (len - i) as u32 - rng.below(3) as u32,
                     3 => u32::MAX - rng.below(8) as u32,
@@ -1061,13 +1032,13 @@ fn bpf_validate_matches() {
                 };
                 let (jt, jf) = (j(&mut rng), j(&mut rng));
                 let mut insn = ins(code, jt, jf, k);
-                if i == len - 1 && rng.chance(60) {
-                    insn.code = if rng.chance(50) { 0x06 } else { 0x16 };
+                if i == len - 1 && rng.chance(60, 100) {
+                    insn.code = if rng.chance(50, 100) { 0x06 } else { 0x16 };
                 }
                 insn
             })
             .collect();
-        let l = if rng.chance(10) {
+        let l = if rng.chance(10, 100) {
             rng.below(len as u64) as c_int
         } else {
             len as c_int
@@ -1230,17 +1201,17 @@ fn random_program(rng: &mut Rng) -> Vec<BpfInsn> {
             0x64 | 0x74 => rng.below(32) as u32,
             0x05 => rng.below(left + 1) as u32,
             0x20 | 0x28 | 0x30 | 0xb1 => match rng.below(10) {
-                0 => rng.u32(),
+                0 => rng.next_u32(),
                 1 => 0xffff_f000 + 4 * rng.below(16) as u32,
                 2 => rng.below(2000) as u32,
                 _ => rng.below(80) as u32,
             },
             0x40 | 0x48 | 0x50 => match rng.below(10) {
-                0 => rng.u32(),
+                0 => rng.next_u32(),
                 _ => rng.below(60) as u32,
             },
             _ => match rng.below(4) {
-                0 => rng.u32(),
+                0 => rng.next_u32(),
                 1 => rng.below(4) as u32,
                 _ => rng.below(2000) as u32,
             },
@@ -1251,7 +1222,7 @@ fn random_program(rng: &mut Rng) -> Vec<BpfInsn> {
         );
         p.push(ins(code, jt, jf, k));
     }
-    p.push(if rng.chance(50) {
+    p.push(if rng.chance(50, 100) {
         ins(0x16, 0, 0, 0)
     } else {
         ins(0x06, 0, 0, rng.below(2000) as u32)
@@ -1306,7 +1277,7 @@ fn bpf_filter_matches() {
             compare_filter(&mut cmp, &(expr, optimize), &prog, &packets);
         }
     }
-    let mut rng = Rng(0x5eed_0002);
+    let mut rng = Rng::new(0x5eed_0002);
     let nrandom = 10_000;
     for _ in 0..nrandom {
         let prog = random_program(&mut rng);

@@ -46,21 +46,12 @@ struct Setup {
 
 impl Setup {
     fn new(tag: &str) -> Setup {
-        let bin = common::netsiftd();
         common::tcpdump();
         let lab =
             Lab::new().unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"));
         let socket =
             std::env::temp_dir().join(format!("netsift-pcap-{tag}-{}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&socket);
-        let mut cmd = lab.command(bin.to_str().expect("a UTF-8 path"));
-        cmd.arg("--socket").arg(&socket).arg("-v");
-        let (tx, rx) = mpsc::channel();
-        let mut daemon = Proc::spawn(cmd, "listening on", tx);
-        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
-            daemon.kill();
-            panic!("netsiftd did not start: {}", daemon.stderr());
-        }
+        let daemon = common::start_netsiftd(&lab, &socket);
         Setup {
             lab,
             daemon,

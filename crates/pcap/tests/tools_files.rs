@@ -43,35 +43,6 @@ const EXPRS: &[&str] = &[
     "ip proto 47 or ip6 proto 58",
 ];
 
-/// Installs `bin` with apt-get (package `pkg`) if missing.
-fn ensure(bin: &str, pkg: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if found {
-        return;
-    }
-    let st = Command::new("apt-get")
-        .args(["install", "-y", pkg])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
-        .expect("run apt-get");
-    if !st.success() {
-        let _ = Command::new("apt-get").arg("update").status();
-        let st = Command::new("apt-get")
-            .args(["install", "-y", pkg])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .expect("run apt-get");
-        assert!(
-            st.success(),
-            "{bin} is missing and apt-get install -y {pkg} failed"
-        );
-    }
-}
-
 /// One run: exit status, standard output, standard error.
 fn run(cmd: &mut Command, lib: Option<&Path>) -> (i32, Vec<u8>, Vec<u8>) {
     match lib {
@@ -192,7 +163,7 @@ fn tcpdump_reads_every_capture_as_on_libpcap() {
 #[test]
 fn ngrep_reads_every_capture_as_on_libpcap() {
     common::tcpdump();
-    ensure("ngrep", "ngrep");
+    common::ensure("ngrep", "ngrep");
     let files: Vec<PathBuf> = captures()
         .into_iter()
         .filter(|f| !NGREP_UNDEFINED.contains(&name(f).as_str()))
@@ -241,7 +212,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn tcpflow_writes_the_same_flows_as_on_libpcap() {
     common::tcpdump();
-    ensure("tcpflow", "tcpflow");
+    common::ensure("tcpflow", "tcpflow");
     let lib = common::lib_dir();
     let files = captures();
     let root = scratch("tcpflow");
@@ -345,8 +316,8 @@ fn softflowd_flows(files: &[PathBuf], lib: Option<&Path>, dir: &Path) -> Vec<Str
 #[test]
 fn softflowd_exports_the_same_flows_as_on_libpcap() {
     common::tcpdump();
-    ensure("softflowd", "softflowd");
-    ensure("nfcapd", "nfdump");
+    common::ensure("softflowd", "softflowd");
+    common::ensure("nfcapd", "nfdump");
     let files = captures();
     let root = scratch("softflowd");
     let ours = softflowd_flows(&files, Some(common::lib_dir()), &root.join("netsift"));

@@ -34,36 +34,11 @@ fn frames() -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Installs `bin` with apt-get (package `pkg`) if missing.
-fn ensure(bin: &str, pkg: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if found {
-        return;
-    }
-    for update in [false, true] {
-        if update {
-            let _ = Command::new("apt-get").arg("update").status();
-        }
-        let ok = Command::new("apt-get")
-            .args(["install", "-y", pkg])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success());
-        if ok {
-            return;
-        }
-    }
-    panic!("{bin} is missing and apt-get install -y {pkg} failed");
-}
-
 fn tools() {
     common::tcpdump();
-    ensure("dumpcap", "wireshark-common");
-    ensure("ngrep", "ngrep");
-    ensure("tcpreplay", "tcpreplay");
+    common::ensure("dumpcap", "wireshark-common");
+    common::ensure("ngrep", "ngrep");
+    common::ensure("tcpreplay", "tcpreplay");
 }
 
 /// A scratch file path.
@@ -306,18 +281,9 @@ fn tools_capture_live_as_on_libpcap() {
 #[test]
 fn three_tools_at_once_through_netsiftd() {
     tools();
-    let bin = common::netsiftd();
     let lab = Lab::new().unwrap_or_else(|e| panic!("cannot create a test network namespace: {e}"));
     let socket = scratch("netsiftd.sock");
-    let _ = std::fs::remove_file(&socket);
-    let mut cmd = lab.command(bin.to_str().unwrap());
-    cmd.arg("--socket").arg(&socket).arg("-v");
-    let (tx, rx) = mpsc::channel();
-    let mut daemon = Proc::spawn(cmd, "listening on", tx);
-    if rx.recv_timeout(Duration::from_secs(20)).is_err() {
-        daemon.kill();
-        panic!("netsiftd did not start: {}", daemon.stderr());
-    }
+    let mut daemon = common::start_netsiftd(&lab, &socket);
     let frames = frames();
     // What each tool gets alone on libpcap, from a file of the frames.
     let file = scratch("three.pcap");

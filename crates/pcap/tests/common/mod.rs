@@ -233,3 +233,44 @@ impl Drop for Proc {
         self.kill();
     }
 }
+
+/// Starts `netsiftd --socket SOCKET -v` in `lab`'s namespace and waits until it listens.
+pub fn start_netsiftd(lab: &netsift_testkit::netns::Lab, socket: &Path) -> Proc {
+    let bin = netsiftd();
+    let _ = std::fs::remove_file(socket);
+    let mut cmd = lab.command(bin.to_str().expect("a UTF-8 path"));
+    cmd.arg("--socket").arg(socket).arg("-v");
+    let (tx, rx) = mpsc::channel();
+    let mut daemon = Proc::spawn(cmd, "listening on", tx);
+    if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        daemon.kill();
+        panic!("netsiftd did not start: {}", daemon.stderr());
+    }
+    daemon
+}
+
+/// Installs `bin` with apt-get (package `pkg`) if missing (after `apt-get update` if the
+/// first try fails).
+pub fn ensure(bin: &str, pkg: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return;
+    }
+    for update in [false, true] {
+        if update {
+            let _ = Command::new("apt-get").arg("update").status();
+        }
+        let ok = Command::new("apt-get")
+            .args(["install", "-y", pkg])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return;
+        }
+    }
+    panic!("{bin} is missing and apt-get install -y {pkg} failed");
+}
